@@ -1,0 +1,197 @@
+"""ClickHouse's HTTP interface (the parts real drivers use) in front of an Engine."""
+import base64
+import gzip
+import hmac
+import json
+import threading
+import time
+import uuid
+import zlib
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from urllib.parse import parse_qsl, urlsplit
+
+import lz4.frame
+
+from . import blocks
+from .engine import ClickHouseError, Engine
+
+# URL parameters the HTTP handler itself reads; every other one is a ClickHouse setting.
+HANDLER_PARAMS = {
+    "query", "database", "default_format", "user", "password", "query_id", "session_id", "session_timeout",
+    "session_check", "compress", "decompress", "buffer_size", "wait_end_of_query", "quota_key", "stacktrace",
+    "role", "client_protocol_version", "close_session", "default_session_timeout",
+}
+
+# Status codes the real server gives (src/Server/HTTP/exceptionCodeToHTTPStatus.cpp), for the codes seen here.
+_STATUS = {194: 401, 192: 403, 193: 403, 516: 403, 497: 403, 62: 400, 6: 400, 27: 400, 36: 400, 53: 400,
+           117: 400, 60: 404, 46: 404, 47: 404, 50: 404, 56: 404, 81: 404, 115: 404, 73: 404, 48: 501,
+           159: 408, 209: 503}
+_ERROR_NAMES = {516: "AUTHENTICATION_FAILED", 210: "NETWORK_ERROR", 242: "TABLE_IS_READ_ONLY", 999: "KEEPER_EXCEPTION",
+                159: "TIMEOUT_EXCEEDED", 209: "SOCKET_TIMEOUT", 3: "UNEXPECTED_END_OF_FILE"}
+
+
+class Faults:
+    """Switches for reliability tests, set through POST /__faults__ with a JSON object."""
+
+    def __init__(self):
+        self._lock = threading.Lock()
+        self.fail_next = 0
+        self.fail_code = 210
+        self.drop_next = 0
+        self.latency_ms = 0
+
+    def update(self, spec: dict):
+        with self._lock:
+            self.fail_next = int(spec.get("fail_next", self.fail_next))
+            self.fail_code = int(spec.get("fail_code", self.fail_code))
+            self.drop_next = int(spec.get("drop_next", self.drop_next))
+            self.latency_ms = int(spec.get("latency_ms", self.latency_ms))
+
+    def take(self):
+        """What to do to the next query: None, "drop" or an error code."""
+        with self._lock:
+            if self.drop_next > 0:
+                self.drop_next -= 1
+                return "drop"
+            if self.fail_next > 0:
+                self.fail_next -= 1
+                return self.fail_code
+            return None
+
+
+def _decode_body(raw: bytes, encoding: str) -> bytes:
+    encoding = (encoding or "").strip().lower()
+    if encoding in ("", "identity"):
+        return raw
+    if encoding == "gzip":
+        return gzip.decompress(raw)
+    if encoding == "deflate":
+        return zlib.decompress(raw)
+    if encoding == "lz4":
+        return lz4.frame.decompress(raw)
+    if encoding == "zstd":
+        from backports import zstd  # only clickhouse-connect sends this
+        return zstd.decompress(raw)
+    raise ClickHouseError(1001, f"Code: 1001. DB::Exception: Unknown Content-Encoding '{encoding}'. (STD_EXCEPTION)")
+
+
+class Handler(BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"
+    server_version = "chdb-server"
+
+    def log_message(self, format, *args):  # quiet: tests read stderr only on failure
+        pass
+
+    def _read_body(self) -> bytes:
+        if self.headers.get("Transfer-Encoding", "").lower() == "chunked":
+            parts = []
+            while True:
+                size = int(self.rfile.readline().split(b";")[0].strip(), 16)
+                if size == 0:
+                    while self.rfile.readline() not in (b"\r\n", b"\n", b""):
+                        pass
+                    return b"".join(parts)
+                parts.append(self.rfile.read(size))
+                self.rfile.readline()
+        length = int(self.headers.get("Content-Length") or 0)
+        return self.rfile.read(length) if length else b""
+
+    def _send(self, status: int, body: bytes, headers: dict):
+        self.send_response(status)
+        for name, value in headers.items():
+            self.send_header(name, value)
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    def _credentials(self, params: dict):
+        auth = self.headers.get("Authorization", "")
+        if auth.startswith("Basic "):
+            user, _, password = base64.b64decode(auth[6:]).decode().partition(":")
+            return user, password
+        if "X-ClickHouse-User" in self.headers:
+            return self.headers["X-ClickHouse-User"], self.headers.get("X-ClickHouse-Key", "")
+        return params.get("user", "default"), params.get("password", "")
+
+    def do_GET(self):
+        self._handle(b"")
+
+    def do_POST(self):
+        self._handle(self._read_body())
+
+    def _handle(self, body: bytes):
+        url = urlsplit(self.path)
+        params = dict(parse_qsl(url.query, keep_blank_values=True))
+        if url.path == "/__faults__":
+            self.server.faults.update(json.loads(body or b"{}"))
+            return self._send(200, b"Ok.\n", {})
+        if url.path in ("/ping",) or (url.path == "/" and "query" not in params and not body):
+            return self._send(200, b"Ok.\n", {"Content-Type": "text/html; charset=UTF-8"})
+        query_id = params.get("query_id") or str(uuid.uuid4())
+        headers = {"X-ClickHouse-Query-Id": query_id, "X-ClickHouse-Timezone": self.server.engine.timezone,
+                   "X-ClickHouse-Server-Display-Name": "chdb-server"}
+        try:
+            self._authenticate(params)
+            fault = self.server.faults.take()
+            if self.server.faults.latency_ms:
+                time.sleep(self.server.faults.latency_ms / 1000)
+            if fault == "drop":
+                self.close_connection = True
+                self.connection.shutdown(2)
+                return
+            if fault is not None:
+                name = _ERROR_NAMES.get(fault, "INJECTED_FAULT")
+                raise ClickHouseError(fault, f"Code: {fault}. DB::Exception: Injected fault. ({name})")
+            self._query(params, body, headers)
+        except ClickHouseError as err:
+            text = f"{err.message} (version {self.server.engine.version})\n".encode()
+            headers["X-ClickHouse-Exception-Code"] = str(err.code)
+            headers["Content-Type"] = "text/plain; charset=UTF-8"
+            self._send(_STATUS.get(err.code, 500), text, headers)
+
+    def _authenticate(self, params: dict):
+        user, password = self._credentials(params)
+        expected_user, expected_password = self.server.user, self.server.password
+        if user != expected_user or not hmac.compare_digest(password.encode(), expected_password.encode()):
+            raise ClickHouseError(516, f"Code: 516. DB::Exception: {user}: Authentication failed: password is "
+                                       "incorrect, or there is no user with such name. (AUTHENTICATION_FAILED)")
+
+    def _query(self, params: dict, body: bytes, headers: dict):
+        if params.get("decompress") == "1":
+            body = blocks.decompress(body)
+        else:
+            body = _decode_body(body, self.headers.get("Content-Encoding"))
+        if "query" in params:
+            sql, data = params["query"], body
+        else:
+            sql, data = body.decode(), b""
+        database = self.headers.get("X-ClickHouse-Database") or params.get("database") or "default"
+        fmt = self.headers.get("X-ClickHouse-Format") or params.get("default_format") or "TabSeparated"
+        settings = {k: v for k, v in params.items() if k not in HANDLER_PARAMS and not k.startswith("param_")}
+        query_params = {k[6:]: v for k, v in params.items() if k.startswith("param_")}
+        result = self.server.engine.execute(sql, data=data, database=database, fmt=fmt, settings=settings,
+                                            params=query_params)
+        payload = result.data
+        if params.get("compress") == "1":
+            payload = blocks.compress(payload)
+        summary = {"read_rows": str(result.read_rows), "read_bytes": str(result.read_bytes),
+                   "written_rows": str(result.written_rows), "written_bytes": str(result.written_bytes),
+                   "total_rows_to_read": str(result.read_rows), "result_rows": str(result.written_rows or result.read_rows),
+                   "result_bytes": str(result.written_bytes or len(result.data)),
+                   "elapsed_ns": str(result.elapsed_ns)}
+        headers.update({"X-ClickHouse-Format": result.format, "X-ClickHouse-Summary": json.dumps(summary),
+                        "Content-Type": "application/octet-stream" if params.get("compress") == "1"
+                        else "text/plain; charset=UTF-8"})
+        self._send(200, payload, headers)
+
+
+class Server(ThreadingHTTPServer):
+    daemon_threads = True
+    allow_reuse_address = True
+
+    def __init__(self, address, engine: Engine, user: str, password: str):
+        super().__init__(address, Handler)
+        self.engine = engine
+        self.user = user
+        self.password = password
+        self.faults = Faults()
