@@ -16,7 +16,7 @@ BLOCK_SIZE = 1 << 20
 
 def _checksum(data: bytes) -> bytes:
     h = CityHash128(data)
-    return struct.pack("<QQ", h & 0xFFFFFFFFFFFFFFFF, h >> 64)
+    return struct.pack("<QQ", h >> 64, h & 0xFFFFFFFFFFFFFFFF)
 
 
 def compress(data: bytes) -> bytes:

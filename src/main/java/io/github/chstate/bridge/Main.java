@@ -1,0 +1,36 @@
+package io.github.chstate.bridge;
+
+import com.fasterxml.jackson.databind.ObjectMapper;
+import io.github.chstate.bridge.protocol.BridgeService;
+import io.github.chstate.bridge.protocol.Dispatcher;
+import io.github.chstate.bridge.protocol.StdioServer;
+
+import java.io.BufferedInputStream;
+import java.io.BufferedOutputStream;
+import java.io.FileDescriptor;
+import java.io.FileInputStream;
+import java.io.FileOutputStream;
+import java.io.OutputStream;
+
+/** Serves the protocol on stdin/stdout until stdin closes or {@code shutdown} is called; exits 0. */
+public final class Main {
+    private Main() {
+    }
+
+    public static void main(String[] args) throws Exception {
+        // stdout is the protocol channel: keep the real one for responses and send everything else printed to stderr.
+        OutputStream protocolOut = new BufferedOutputStream(new FileOutputStream(FileDescriptor.out), 1 << 16);
+        System.setOut(System.err);
+        // The driver speaks stateless HTTP and heals broken connections itself: skip Hikari's ping-before-borrow.
+        System.setProperty("com.zaxxer.hikari.aliveBypassWindowMs", "60000");
+
+        ObjectMapper json = new ObjectMapper();
+        BridgeService service = new BridgeService(json);
+        try (service) {
+            new StdioServer(new BufferedInputStream(new FileInputStream(FileDescriptor.in), 1 << 16), protocolOut,
+                    new Dispatcher(json, service), service::shutdownRequested).run();
+        }
+        protocolOut.flush();
+        System.exit(0);
+    }
+}

@@ -1,0 +1,44 @@
+package io.github.chstate.bridge.config;
+
+import java.time.Duration;
+
+/**
+ * Everything the bridge needs to reach ClickHouse and to run the lock, validated.
+ *
+ * @param database     the connection's default database (the URI path)
+ * @param schema       the database that holds the state tables
+ * @param lockTimeout  age after which a lock is stale and may be taken over
+ * @param lockWait     how long acquire_lock keeps trying before it gives up
+ */
+public record Settings(
+        String host,
+        int port,
+        String database,
+        String user,
+        String password,
+        boolean secure,
+        String caCert,
+        String schema,
+        String table,
+        Duration connectTimeout,
+        Duration queryTimeout,
+        Duration lockTimeout,
+        Duration lockRetry,
+        Duration lockWait) {
+
+    /** The JDBC URL, without credentials. */
+    public String jdbcUrl() {
+        return "jdbc:clickhouse:" + (secure ? "https" : "http") + "://" + hostForUrl() + ":" + port + "/" + database;
+    }
+
+    private String hostForUrl() {
+        return host.contains(":") && !host.startsWith("[") ? "[" + host + "]" : host;
+    }
+
+    /** Safe to log: no password. */
+    @Override
+    public String toString() {
+        return "Settings[" + (secure ? "https" : "http") + "://" + user + "@" + hostForUrl() + ":" + port + "/" + database
+                + ", table=" + schema + "." + table + "]";
+    }
+}

@@ -1,0 +1,190 @@
+package io.github.chstate.bridge.config;
+
+import io.github.chstate.bridge.BridgeException;
+import io.github.chstate.bridge.ErrorCode;
+
+import java.net.URI;
+import java.net.URISyntaxException;
+import java.net.URLDecoder;
+import java.nio.charset.StandardCharsets;
+import java.time.Duration;
+import java.util.Locale;
+import java.util.Map;
+import java.util.Set;
+import java.util.regex.Pattern;
+
+/**
+ * Turns the settings sent with {@code initialize} into {@link Settings}: the URI
+ * {@code clickhouse://user:password@host:port/database} first, then each non-null setting over it.
+ */
+public final class SettingsParser {
+    public static final Set<String> KEYS = Set.of(
+            "uri", "host", "port", "database", "user", "password", "secure", "ca_cert", "schema", "table",
+            "connect_timeout_seconds", "query_timeout_seconds",
+            "lock_timeout_seconds", "lock_retry_seconds", "lock_wait_seconds");
+
+    private static final Pattern NAME = Pattern.compile("[A-Za-z_][A-Za-z0-9_]*");
+
+    private SettingsParser() {
+    }
+
+    public static Settings parse(Map<String, ?> raw) {
+        for (String key : raw.keySet()) {
+            if (!KEYS.contains(key)) {
+                throw bad(key, "is not a setting of this backend; known settings: " + String.join(", ", KEYS.stream().sorted().toList()));
+            }
+        }
+        Values v = new Values(raw);
+        v.applyUri();
+        boolean secure = v.bool("secure", false);
+        String database = v.required("database", "the database to connect to: the URI path (clickhouse://user@host:8123/DATABASE) or state_backend.clickhouse.database");
+        String user = v.required("user", "the ClickHouse user: in the URI (clickhouse://USER@host:8123/db) or state_backend.clickhouse.user");
+        return new Settings(
+                v.string("host", "localhost"),
+                v.integer("port", secure ? 8443 : 8123, 1, 65535),
+                database,
+                user,
+                v.string("password", ""),
+                secure,
+                v.string("ca_cert", null),
+                v.name("schema", "meltano"),
+                v.name("table", "state"),
+                v.seconds("connect_timeout_seconds", 10),
+                v.seconds("query_timeout_seconds", 30),
+                v.seconds("lock_timeout_seconds", 10),
+                v.seconds("lock_retry_seconds", 1),
+                v.seconds("lock_wait_seconds", 30));
+    }
+
+    static BridgeException bad(String key, String problem) {
+        return new BridgeException(ErrorCode.CONFIGURATION, "Setting '" + key + "' " + problem);
+    }
+
+    /** The raw values, with the URI's parts filled in where no explicit setting is given. */
+    private static final class Values {
+        private final Map<String, Object> values = new java.util.HashMap<>();
+
+        Values(Map<String, ?> raw) {
+            raw.forEach((k, val) -> {
+                if (val != null && !(val instanceof String s && s.isEmpty() && !k.equals("password"))) {
+                    values.put(k, val);
+                }
+            });
+        }
+
+        void applyUri() {
+            Object uriValue = values.get("uri");
+            if (uriValue == null) {
+                return;
+            }
+            URI uri;
+            try {
+                uri = new URI(uriValue.toString());
+            } catch (URISyntaxException e) {
+                throw bad("uri", "is not a valid URI (expected clickhouse://user:password@host:8123/database): "
+                        + e.getReason() + ". Percent-encode special characters in the password.");
+            }
+            if (!"clickhouse".equalsIgnoreCase(uri.getScheme())) {
+                throw bad("uri", "must start with clickhouse:// (got scheme '" + uri.getScheme() + "')");
+            }
+            if (uri.getRawQuery() != null || uri.getRawFragment() != null) {
+                throw bad("uri", "must not have a query or fragment; give options as state_backend.clickhouse.<setting>");
+            }
+            String userInfo = uri.getRawUserInfo();
+            if (userInfo != null) {
+                int colon = userInfo.indexOf(':');
+                fill("user", decode(colon < 0 ? userInfo : userInfo.substring(0, colon)));
+                if (colon >= 0) {
+                    fill("password", decode(userInfo.substring(colon + 1)));
+                }
+            }
+            if (uri.getHost() != null) {
+                fill("host", uri.getHost().replaceAll("^\\[|]$", ""));
+            } else if (uri.getRawAuthority() != null) {
+                throw bad("uri", "has no valid host (expected clickhouse://user:password@host:8123/database)");
+            }
+            if (uri.getPort() >= 0) {
+                fill("port", uri.getPort());
+            }
+            String path = uri.getRawPath();
+            if (path != null && path.length() > 1) {
+                fill("database", decode(path.substring(1)));
+            }
+        }
+
+        private void fill(String key, Object value) {
+            values.putIfAbsent(key, value);
+        }
+
+        private static String decode(String s) {
+            return URLDecoder.decode(s.replace("+", "%2B"), StandardCharsets.UTF_8);
+        }
+
+        String string(String key, String fallback) {
+            Object val = values.get(key);
+            return val == null ? fallback : val.toString();
+        }
+
+        String required(String key, String what) {
+            String val = string(key, null);
+            if (val == null || val.isBlank()) {
+                throw new BridgeException(ErrorCode.CONFIGURATION, "Missing setting '" + key + "': " + what + ".");
+            }
+            return val;
+        }
+
+        String name(String key, String fallback) {
+            String val = string(key, fallback);
+            if (!NAME.matcher(val).matches()) {
+                throw bad(key, "must be a plain ClickHouse identifier (letters, digits, underscore; not starting with a digit), got '" + val + "'");
+            }
+            return val;
+        }
+
+        boolean bool(String key, boolean fallback) {
+            Object val = values.get(key);
+            if (val == null) {
+                return fallback;
+            }
+            if (val instanceof Boolean b) {
+                return b;
+            }
+            return switch (val.toString().trim().toLowerCase(Locale.ROOT)) {
+                case "true", "1", "yes", "on" -> true;
+                case "false", "0", "no", "off" -> false;
+                default -> throw bad(key, "must be true or false, got '" + val + "'");
+            };
+        }
+
+        int integer(String key, int fallback, int min, int max) {
+            Object val = values.get(key);
+            if (val == null) {
+                return fallback;
+            }
+            long n;
+            try {
+                n = val instanceof Number num && num.doubleValue() == num.longValue() ? num.longValue() : Long.parseLong(val.toString().trim());
+            } catch (NumberFormatException e) {
+                throw bad(key, "must be a whole number, got '" + val + "'");
+            }
+            if (n < min || n > max) {
+                throw bad(key, "must be between " + min + " and " + max + ", got " + n);
+            }
+            return (int) n;
+        }
+
+        Duration seconds(String key, double fallback) {
+            Object val = values.get(key);
+            double s;
+            try {
+                s = val == null ? fallback : val instanceof Number num ? num.doubleValue() : Double.parseDouble(val.toString().trim());
+            } catch (NumberFormatException e) {
+                throw bad(key, "must be a number of seconds, got '" + val + "'");
+            }
+            if (!(s > 0) || s > 86_400) {
+                throw bad(key, "must be more than 0 and at most 86400 seconds, got " + val);
+            }
+            return Duration.ofMillis(Math.round(s * 1000));
+        }
+    }
+}

@@ -1,0 +1,51 @@
+package io.github.chstate.bridge.protocol;
+
+import com.fasterxml.jackson.databind.node.ObjectNode;
+import com.googlecode.jsonrpc4j.JsonRpcMethod;
+import com.googlecode.jsonrpc4j.JsonRpcParam;
+import io.github.chstate.bridge.store.StoredState;
+
+import java.util.List;
+import java.util.Map;
+
+/** The methods of protocol version {@value #PROTOCOL_VERSION}; README.md ("Protocol") documents each one. */
+public interface BridgeApi {
+    String PROTOCOL_VERSION = "1";
+
+    @JsonRpcMethod("ping")
+    String ping();
+
+    @JsonRpcMethod("initialize")
+    Map<String, Object> initialize(@JsonRpcParam("settings") Map<String, Object> settings);
+
+    @JsonRpcMethod("get")
+    StoredState get(@JsonRpcParam("state_id") String stateId);
+
+    @JsonRpcMethod("set")
+    void set(@JsonRpcParam("state_id") String stateId, @JsonRpcParam("partial") ObjectNode partial,
+             @JsonRpcParam("completed") ObjectNode completed);
+
+    @JsonRpcMethod("delete")
+    void delete(@JsonRpcParam("state_id") String stateId);
+
+    @JsonRpcMethod("get_state_ids")
+    List<String> getStateIds(@JsonRpcParam("pattern") String pattern);
+
+    @JsonRpcMethod("get_all")
+    List<StoredState> getAll(@JsonRpcParam("pattern") String pattern);
+
+    @JsonRpcMethod("set_all")
+    int setAll(@JsonRpcParam("states") List<StoredState> states);
+
+    @JsonRpcMethod("clear_all")
+    long clearAll();
+
+    @JsonRpcMethod("acquire_lock")
+    String acquireLock(@JsonRpcParam("state_id") String stateId, @JsonRpcParam("retry_seconds") Double retrySeconds);
+
+    @JsonRpcMethod("release_lock")
+    void releaseLock(@JsonRpcParam("token") String token);
+
+    @JsonRpcMethod("shutdown")
+    void shutdown();
+}

@@ -1,0 +1,169 @@
+package io.github.chstate.bridge.protocol;
+
+import com.fasterxml.jackson.databind.ObjectMapper;
+import com.fasterxml.jackson.databind.node.ObjectNode;
+import io.github.chstate.bridge.BridgeException;
+import io.github.chstate.bridge.ErrorCode;
+import io.github.chstate.bridge.config.Settings;
+import io.github.chstate.bridge.config.SettingsParser;
+import io.github.chstate.bridge.store.ClaimLock;
+import io.github.chstate.bridge.store.ClickHouse;
+import io.github.chstate.bridge.store.StateStore;
+import io.github.chstate.bridge.store.StoredState;
+import io.github.chstate.bridge.store.Tables;
+import org.slf4j.Logger;
+import org.slf4j.LoggerFactory;
+
+import java.time.Duration;
+import java.util.LinkedHashMap;
+import java.util.List;
+import java.util.Map;
+
+/** Checks each call's parameters and hands it to the store; holds the connection made by {@code initialize}. */
+public final class BridgeService implements BridgeApi, AutoCloseable {
+    public static final String BRIDGE_VERSION = "0.1.0";
+    private static final Logger log = LoggerFactory.getLogger(BridgeService.class);
+
+    private final ObjectMapper json;
+    private Settings settings;
+    private ClickHouse clickHouse;
+    private StateStore store;
+    private ClaimLock lock;
+    private volatile boolean shutdownRequested;
+
+    public BridgeService(ObjectMapper json) {
+        this.json = json;
+    }
+
+    @Override
+    public String ping() {
+        return "pong";
+    }
+
+    @Override
+    public synchronized Map<String, Object> initialize(Map<String, Object> raw) {
+        if (raw == null) {
+            throw invalid("initialize needs 'settings', an object of connection settings");
+        }
+        Settings parsed = SettingsParser.parse(raw);
+        close();
+        ClickHouse ch = new ClickHouse(parsed);
+        try {
+            Tables tables = new Tables(parsed);
+            tables.ensure(ch);
+            String version = ch.queryOne("SELECT version()", rs -> rs.getString(1));
+            settings = parsed;
+            clickHouse = ch;
+            store = new StateStore(ch, tables, json);
+            lock = new ClaimLock(ch, tables, parsed.lockTimeout());
+            log.info("Connected to ClickHouse {} with {}", version, parsed);
+            Map<String, Object> answer = new LinkedHashMap<>();
+            answer.put("bridge_version", BRIDGE_VERSION);
+            answer.put("protocol_version", PROTOCOL_VERSION);
+            answer.put("clickhouse_version", version);
+            return answer;
+        } catch (RuntimeException e) {
+            ch.close();
+            throw e;
+        }
+    }
+
+    @Override
+    public StoredState get(String stateId) {
+        return store().get(required("state_id", stateId));
+    }
+
+    @Override
+    public void set(String stateId, ObjectNode partial, ObjectNode completed) {
+        store().set(new StoredState(required("state_id", stateId), partial, completed));
+    }
+
+    @Override
+    public void delete(String stateId) {
+        store().delete(required("state_id", stateId));
+    }
+
+    @Override
+    public List<String> getStateIds(String pattern) {
+        return store().stateIds(pattern);
+    }
+
+    @Override
+    public List<StoredState> getAll(String pattern) {
+        return store().getAll(pattern);
+    }
+
+    @Override
+    public int setAll(List<StoredState> states) {
+        if (states == null) {
+            throw invalid("set_all needs 'states', a list of {state_id, partial, completed}");
+        }
+        states.forEach(s -> required("state_id", s == null ? null : s.stateId()));
+        return store().setAll(states);
+    }
+
+    @Override
+    public long clearAll() {
+        return store().clearAll();
+    }
+
+    @Override
+    public String acquireLock(String stateId, Double retrySeconds) {
+        requireInitialized();
+        Duration retry = settings.lockRetry();
+        if (retrySeconds != null) {
+            if (!(retrySeconds > 0) || retrySeconds > 3600) {
+                throw invalid("retry_seconds must be more than 0 and at most 3600, got " + retrySeconds);
+            }
+            retry = Duration.ofMillis(Math.round(retrySeconds * 1000));
+        }
+        return lock.acquire(required("state_id", stateId), retry, settings.lockWait());
+    }
+
+    @Override
+    public void releaseLock(String token) {
+        requireInitialized();
+        lock.release(required("token", token));
+    }
+
+    @Override
+    public void shutdown() {
+        shutdownRequested = true;
+    }
+
+    public boolean shutdownRequested() {
+        return shutdownRequested;
+    }
+
+    @Override
+    public synchronized void close() {
+        if (clickHouse != null) {
+            clickHouse.close();
+            clickHouse = null;
+            store = null;
+            lock = null;
+        }
+    }
+
+    private StateStore store() {
+        requireInitialized();
+        return store;
+    }
+
+    private synchronized void requireInitialized() {
+        if (store == null) {
+            throw new BridgeException(ErrorCode.NOT_INITIALIZED, "Call initialize with the connection settings first.");
+        }
+    }
+
+    private static String required(String name, String value) {
+        if (value == null) {
+            throw invalid("'" + name + "' is required and must be a string");
+        }
+        return value;
+    }
+
+    private static BridgeException invalid(String message) {
+        return new BridgeException(ErrorCode.INVALID_PARAMS, message);
+    }
+}

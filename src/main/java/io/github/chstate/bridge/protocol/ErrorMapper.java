@@ -1,0 +1,40 @@
+package io.github.chstate.bridge.protocol;
+
+import com.fasterxml.jackson.databind.JsonNode;
+import com.googlecode.jsonrpc4j.ErrorResolver;
+import io.github.chstate.bridge.BridgeException;
+import io.github.chstate.bridge.ErrorCode;
+import org.slf4j.Logger;
+import org.slf4j.LoggerFactory;
+
+import java.lang.reflect.Method;
+import java.util.List;
+import java.util.Locale;
+import java.util.Map;
+
+/**
+ * Maps what a method threw to a JSON-RPC error with one of our stable codes. The message is for the user; Java class
+ * names and stack traces stay in the log (stderr), where debug logging shows them.
+ */
+public final class ErrorMapper implements ErrorResolver {
+    private static final Logger log = LoggerFactory.getLogger(ErrorMapper.class);
+
+    @Override
+    public JsonError resolveError(Throwable thrown, Method method, List<JsonNode> arguments) {
+        String name = method == null ? "?" : method.getName();
+        if (thrown instanceof BridgeException e) {
+            log.debug("{} failed: {}", name, e.getMessage(), e);
+            return error(e.code(), e.getMessage());
+        }
+        if (thrown instanceof IllegalArgumentException) {
+            log.debug("{} got invalid parameters", name, thrown);
+            return error(ErrorCode.INVALID_PARAMS, "Invalid parameters: " + thrown.getMessage());
+        }
+        log.error("{} failed unexpectedly", name, thrown);
+        return error(ErrorCode.INTERNAL, "Internal bridge error; the bridge log (stderr) has the details.");
+    }
+
+    public static JsonError error(ErrorCode code, String message) {
+        return new JsonError(code.number(), message, Map.of("kind", code.name().toLowerCase(Locale.ROOT)));
+    }
+}

@@ -1,0 +1,64 @@
+package io.github.chstate.bridge.protocol;
+
+import java.io.ByteArrayOutputStream;
+import java.io.IOException;
+import java.io.InputStream;
+import java.io.OutputStream;
+import java.util.function.BooleanSupplier;
+
+/**
+ * The framing: one JSON-RPC message per line in, one response per line out, flushed. Lines are read here, not by
+ * jsonrpc4j, whose stream reader buffers ahead and loses pipelined messages. Requests are served one at a time.
+ */
+public final class StdioServer {
+    private final InputStream in;
+    private final OutputStream out;
+    private final Dispatcher dispatcher;
+    private final BooleanSupplier stopRequested;
+
+    public StdioServer(InputStream in, OutputStream out, Dispatcher dispatcher, BooleanSupplier stopRequested) {
+        this.in = in;
+        this.out = out;
+        this.dispatcher = dispatcher;
+        this.stopRequested = stopRequested;
+    }
+
+    /** Serves until end of input or a stop request. */
+    public void run() throws IOException {
+        byte[] line;
+        while (!stopRequested.getAsBoolean() && (line = readLine()) != null) {
+            if (isBlank(line)) {
+                continue;
+            }
+            byte[] response = dispatcher.handle(line);
+            if (response.length > 0) {
+                out.write(response);
+                out.write('\n');
+                out.flush();
+            }
+        }
+    }
+
+    private final ByteArrayOutputStream buffer = new ByteArrayOutputStream(8192);
+
+    private byte[] readLine() throws IOException {
+        buffer.reset();
+        int b;
+        while ((b = in.read()) != -1) {
+            if (b == '\n') {
+                return buffer.toByteArray();
+            }
+            buffer.write(b);
+        }
+        return buffer.size() > 0 ? buffer.toByteArray() : null;
+    }
+
+    private static boolean isBlank(byte[] line) {
+        for (byte b : line) {
+            if (!Character.isWhitespace(b)) {
+                return false;
+            }
+        }
+        return true;
+    }
+}

@@ -1,0 +1,164 @@
+package io.github.chstate.bridge.store;
+
+import com.zaxxer.hikari.HikariConfig;
+import com.zaxxer.hikari.HikariDataSource;
+import com.zaxxer.hikari.pool.HikariPool;
+import io.github.chstate.bridge.BridgeException;
+import io.github.chstate.bridge.ErrorCode;
+import io.github.chstate.bridge.config.Settings;
+
+import java.net.ConnectException;
+import java.net.NoRouteToHostException;
+import java.net.SocketTimeoutException;
+import java.net.UnknownHostException;
+import java.sql.Connection;
+import java.sql.ResultSet;
+import java.sql.SQLException;
+import java.sql.Statement;
+import java.util.ArrayList;
+import java.util.List;
+import java.util.regex.Matcher;
+import java.util.regex.Pattern;
+
+/** The connection pool, and the one place where SQL is run and driver errors become {@link BridgeException}s. */
+public final class ClickHouse implements AutoCloseable {
+    /** Reads one row of a result. */
+    @FunctionalInterface
+    public interface Row<T> {
+        T read(ResultSet rs) throws SQLException;
+    }
+
+    private static final Pattern SERVER_CODE = Pattern.compile("Code: (\\d+)\\.");
+    private static final java.util.Set<Integer> AUTH_CODES = java.util.Set.of(192, 193, 194, 516);
+
+    private final HikariDataSource pool;
+    private final Settings settings;
+
+    public ClickHouse(Settings settings) {
+        this.settings = settings;
+        HikariConfig config = new HikariConfig();
+        config.setPoolName("clickhouse-state");
+        config.setDriverClassName("com.clickhouse.jdbc.Driver");
+        config.setJdbcUrl(settings.jdbcUrl());
+        config.setUsername(settings.user());
+        config.setPassword(settings.password());
+        config.setMaximumPoolSize(4);
+        config.setMinimumIdle(1);
+        config.setConnectionTimeout(settings.connectTimeout().toMillis());
+        config.setInitializationFailTimeout(settings.connectTimeout().toMillis());
+        config.addDataSourceProperty("connection_timeout", settings.connectTimeout().toMillis());
+        config.addDataSourceProperty("socket_timeout", settings.queryTimeout().toMillis());
+        // Reads must see every completed write: never let the server buffer our inserts.
+        config.addDataSourceProperty("clickhouse_setting_async_insert", "0");
+        if (settings.caCert() != null) {
+            config.addDataSourceProperty("sslrootcert", settings.caCert());
+        }
+        try {
+            pool = new HikariDataSource(config);
+        } catch (HikariPool.PoolInitializationException e) {
+            throw translate(e.getCause() != null ? e.getCause() : e, "connect");
+        }
+    }
+
+    public void execute(String sql) {
+        try (Connection c = pool.getConnection(); Statement st = c.createStatement()) {
+            st.execute(sql);
+        } catch (SQLException | RuntimeException e) {
+            throw translate(e, sql);
+        }
+    }
+
+    public <T> List<T> query(String sql, Row<T> row) {
+        try (Connection c = pool.getConnection(); Statement st = c.createStatement(); ResultSet rs = st.executeQuery(sql)) {
+            List<T> out = new ArrayList<>();
+            while (rs.next()) {
+                out.add(row.read(rs));
+            }
+            return out;
+        } catch (SQLException | RuntimeException e) {
+            throw translate(e, sql);
+        }
+    }
+
+    public <T> T queryOne(String sql, Row<T> row) {
+        List<T> rows = query(sql, row);
+        return rows.isEmpty() ? null : rows.get(0);
+    }
+
+    @Override
+    public void close() {
+        pool.close();
+    }
+
+    /** What went wrong, in words a user can act on; the SQL itself is not repeated (it may hold state). */
+    BridgeException translate(Throwable e, String sql) {
+        if (e instanceof BridgeException be) {
+            return be;
+        }
+        String endpoint = (settings.secure() ? "https" : "http") + "://" + settings.host() + ":" + settings.port();
+        Integer code = serverCode(e);
+        if (code != null && AUTH_CODES.contains(code)) {
+            return new BridgeException(ErrorCode.AUTHENTICATION, "ClickHouse at " + endpoint + " rejected user '"
+                    + settings.user() + "': wrong user or password (ClickHouse code " + code + "). Check the URI or "
+                    + "state_backend.clickhouse.user / password.", e);
+        }
+        if (code != null) {
+            return new BridgeException(ErrorCode.CLICKHOUSE, "ClickHouse at " + endpoint + " failed: "
+                    + serverMessage(e), e);
+        }
+        if (isUnreachable(e)) {
+            return new BridgeException(ErrorCode.UNREACHABLE, "Cannot reach ClickHouse at " + endpoint + " ("
+                    + rootMessage(e) + "). Is the server running and are host, port and secure right?", e);
+        }
+        return new BridgeException(ErrorCode.INTERNAL, "Unexpected failure talking to ClickHouse at " + endpoint
+                + ": " + rootMessage(e), e);
+    }
+
+    private static Integer serverCode(Throwable e) {
+        for (Throwable t = e; t != null; t = t.getCause()) {
+            if (t instanceof SQLException sql && sql.getErrorCode() > 0) {
+                return sql.getErrorCode();
+            }
+            Matcher m = SERVER_CODE.matcher(String.valueOf(t.getMessage()));
+            if (m.find()) {
+                return Integer.parseInt(m.group(1));
+            }
+        }
+        return null;
+    }
+
+    private static String serverMessage(Throwable e) {
+        for (Throwable t = e; t != null; t = t.getCause()) {
+            String msg = String.valueOf(t.getMessage());
+            int at = msg.indexOf("Code: ");
+            if (at >= 0) {
+                return msg.substring(at).replaceAll("\\s*\\(version [^)]*\\)", "").strip();
+            }
+        }
+        return rootMessage(e);
+    }
+
+    private static boolean isUnreachable(Throwable e) {
+        for (Throwable t = e; t != null; t = t.getCause()) {
+            if (t instanceof ConnectException || t instanceof UnknownHostException || t instanceof NoRouteToHostException
+                    || t instanceof SocketTimeoutException || t instanceof javax.net.ssl.SSLException
+                    || t instanceof java.sql.SQLTransientConnectionException) {
+                return true;
+            }
+            String name = t.getClass().getSimpleName();
+            if (name.contains("ConnectionInitiation") || name.contains("ConnectTimeout") || name.contains("NoHttpResponse")) {
+                return true;
+            }
+        }
+        return false;
+    }
+
+    private static String rootMessage(Throwable e) {
+        Throwable root = e;
+        while (root.getCause() != null && root.getCause() != root) {
+            root = root.getCause();
+        }
+        String msg = root.getMessage();
+        return msg == null || msg.isBlank() ? "no detail" : msg;
+    }
+}

@@ -1,0 +1,53 @@
+package io.github.chstate.bridge.store;
+
+/** Literals and identifiers for ClickHouse SQL. Every value that reaches a statement goes through here. */
+final class Sql {
+    private Sql() {
+    }
+
+    /** A ClickHouse string literal: quotes, backslashes and control characters escaped. */
+    static String literal(String value) {
+        StringBuilder out = new StringBuilder(value.length() + 2).append('\'');
+        for (int i = 0; i < value.length(); i++) {
+            char c = value.charAt(i);
+            switch (c) {
+                case '\'' -> out.append("\\'");
+                case '\\' -> out.append("\\\\");
+                case '\n' -> out.append("\\n");
+                case '\r' -> out.append("\\r");
+                case '\t' -> out.append("\\t");
+                case '\0' -> out.append("\\0");
+                default -> out.append(c);
+            }
+        }
+        return out.append('\'').toString();
+    }
+
+    /** NULL for null, else a string literal. */
+    static String nullableLiteral(String value) {
+        return value == null ? "NULL" : literal(value);
+    }
+
+    /** A back-quoted identifier. */
+    static String identifier(String name) {
+        return '`' + name.replace("\\", "\\\\").replace("`", "\\`") + '`';
+    }
+
+    /**
+     * Meltano's glob (anchored; {@code *} any run, {@code ?} one character) as a LIKE pattern literal, where
+     * LIKE's own {@code %}, {@code _} and {@code \} in the glob match literally.
+     */
+    static String likePattern(String glob) {
+        StringBuilder like = new StringBuilder(glob.length() + 8);
+        for (int i = 0; i < glob.length(); i++) {
+            char c = glob.charAt(i);
+            switch (c) {
+                case '*' -> like.append('%');
+                case '?' -> like.append('_');
+                case '%', '_', '\\' -> like.append('\\').append(c);
+                default -> like.append(c);
+            }
+        }
+        return literal(like.toString());
+    }
+}
