@@ -57,6 +57,8 @@ class Engine:
         self._session = session.Session(data_dir)
         self._lock = threading.Lock()
         self._spool = tempfile.mkdtemp(prefix="chdb-server-")
+        self._database = None  # what the session has now: requests change only what differs
+        self._settings: dict[str, str] = {}
         self.version = self._run("SELECT version()", "TabSeparated").bytes().decode().strip()
         self.timezone = self._run("SELECT timezone()", "TabSeparated").bytes().decode().strip()
 
@@ -81,7 +83,6 @@ class Engine:
         out_format = found.group(1) if found else fmt
         with self._lock:
             spool = None
-            applied = []
             try:
                 if data:
                     insert = _INSERT_WITH_FORMAT.match(sql)
@@ -92,15 +93,27 @@ class Engine:
                         sql = f"{insert.group(1)} FROM INFILE '{spool}' FORMAT {insert.group(2)}"
                     else:
                         sql = sql + "\n" + data.decode()
-                self._run(f"USE `{database.replace('`', '``')}`", "TabSeparated")
-                for name, value in settings.items():
-                    self._run(f"SET {name} = {_literal(value)}", "TabSeparated")
-                    applied.append(name)
+                self._switch(database, settings)
+                if re.match(r"\s*USE\b", sql, re.IGNORECASE):
+                    self._database = None  # a client's own USE: forget what we know of the session
                 res = self._run(sql, out_format, params)
                 return Result(res.bytes(), out_format, res.rows_read(), res.bytes_read(),
                               res.rows_written(), res.bytes_written(), int(res.elapsed() * 1e9))
             finally:
-                for name in applied:
-                    self._run(f"SET {name} = DEFAULT", "TabSeparated")
                 if spool:
                     os.unlink(spool)
+
+    def _switch(self, database: str, settings: dict):
+        """Makes the session's database and settings this request's; only what differs is changed."""
+        if database != self._database:
+            self._database = None
+            self._run(f"USE `{database.replace('`', '``')}`", "TabSeparated")
+            self._database = database
+        for name in [n for n in self._settings if n not in settings]:
+            self._run(f"SET {name} = DEFAULT", "TabSeparated")
+            del self._settings[name]
+        for name, value in settings.items():
+            if self._settings.get(name) != value:
+                self._settings.pop(name, None)
+                self._run(f"SET {name} = {_literal(value)}", "TabSeparated")
+                self._settings[name] = value

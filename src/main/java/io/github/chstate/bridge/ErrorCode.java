@@ -12,7 +12,8 @@ public enum ErrorCode {
     AUTHENTICATION(-32003),
     LOCK_NOT_ACQUIRED(-32004),
     NOT_INITIALIZED(-32005),
-    CLICKHOUSE(-32006);
+    CLICKHOUSE(-32006),
+    MISSING_SETTING(-32007);
 
     private final int number;
 

@@ -128,7 +128,7 @@ public final class SettingsParser {
         String required(String key, String what) {
             String val = string(key, null);
             if (val == null || val.isBlank()) {
-                throw new BridgeException(ErrorCode.CONFIGURATION, "Missing setting '" + key + "': " + what + ".");
+                throw new BridgeException(ErrorCode.MISSING_SETTING, "Missing setting '" + key + "': " + what + ".");
             }
             return val;
         }

@@ -56,7 +56,7 @@ public final class BridgeService implements BridgeApi, AutoCloseable {
             clickHouse = ch;
             store = new StateStore(ch, tables, json);
             lock = new ClaimLock(ch, tables, parsed.lockTimeout());
-            log.info("Connected to ClickHouse {} with {}", version, parsed);
+            log.debug("Connected to ClickHouse {} with {}", version, parsed);
             Map<String, Object> answer = new LinkedHashMap<>();
             answer.put("bridge_version", BRIDGE_VERSION);
             answer.put("protocol_version", PROTOCOL_VERSION);

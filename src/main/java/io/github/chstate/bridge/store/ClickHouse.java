@@ -50,6 +50,8 @@ public final class ClickHouse implements AutoCloseable {
         config.addDataSourceProperty("socket_timeout", settings.queryTimeout().toMillis());
         // Reads must see every completed write: never let the server buffer our inserts.
         config.addDataSourceProperty("clickhouse_setting_async_insert", "0");
+        // States travel inside the SQL text, and a state can be tens of MB; the default limit is 256 KiB.
+        config.addDataSourceProperty("clickhouse_setting_max_query_size", String.valueOf(1L << 30));
         if (settings.caCert() != null) {
             config.addDataSourceProperty("sslrootcert", settings.caCert());
         }

@@ -1,0 +1,138 @@
+"""JSON-RPC 2.0 over the bridge's stdin/stdout: one request line, one response line, one call at a time."""
+from __future__ import annotations
+
+import itertools
+import json
+import threading
+import typing as t
+
+from .process import BridgeProcess, logger
+
+# The protocol's error codes (README.md, "Protocol").
+CONFIGURATION = -32001
+UNREACHABLE = -32002
+AUTHENTICATION = -32003
+LOCK_NOT_ACQUIRED = -32004
+MISSING_SETTING = -32007
+
+
+class BridgeError(Exception):
+    """The bridge answered with an error."""
+
+    def __init__(self, code: int, message: str, kind: str = ""):
+        super().__init__(message)
+        self.code = code
+        self.kind = kind
+
+
+class BridgeDiedError(Exception):
+    """The bridge exited before it answered."""
+
+
+class JsonRpcClient:
+    def __init__(self, process: BridgeProcess):
+        self.process = process
+        self._ids = itertools.count(1)
+        self._lock = threading.Lock()
+
+    def call(self, method: str, params: dict | None = None) -> t.Any:
+        with self._lock:
+            request_id = next(self._ids)
+            message = {"jsonrpc": "2.0", "id": request_id, "method": method}
+            if params is not None:
+                message["params"] = params
+            try:
+                self.process.stdin.write(json.dumps(message, separators=(",", ":")).encode() + b"\n")
+                self.process.stdin.flush()
+                line = self.process.stdout.readline()
+            except (BrokenPipeError, ValueError, OSError):
+                line = b""
+            if not line:
+                raise BridgeDiedError(f"The ClickHouse state bridge (pid {self.process.pid}) exited during "
+                                      f"'{method}': {self.process.describe_exit()}. Nothing was returned for this call.")
+        response = json.loads(line)
+        if response.get("id") != request_id:
+            raise BridgeDiedError(f"The ClickHouse state bridge answered request {response.get('id')} to request "
+                                  f"{request_id}; the protocol stream is out of step.")
+        if "error" in response:
+            error = response["error"]
+            raise BridgeError(error.get("code", 0), error.get("message", "unknown error"),
+                              (error.get("data") or {}).get("kind", ""))
+        return response.get("result")
+
+
+class SharedBridge:
+    """The bridge for one connection configuration, shared by every manager with that configuration."""
+
+    _registry: dict[str, SharedBridge] = {}
+    _registry_lock = threading.Lock()
+
+    def __init__(self, settings: dict):
+        self._settings = settings
+        self._lock = threading.Lock()
+        self._client: JsonRpcClient | None = None
+        self.users = 0
+        self.server_info: dict = {}
+
+    @classmethod
+    def acquire(cls, settings: dict) -> SharedBridge:
+        key = json.dumps(settings, sort_keys=True, default=str)
+        with cls._registry_lock:
+            bridge = cls._registry.get(key)
+            if bridge is None:
+                bridge = cls._registry[key] = SharedBridge(settings)
+            bridge.users += 1
+        try:
+            bridge._ensure_running(restart=False)
+        except BaseException:
+            bridge.release()
+            raise
+        return bridge
+
+    def release(self):
+        with self._registry_lock:
+            self.users -= 1
+            if self.users > 0:
+                return
+            for key in [k for k, v in SharedBridge._registry.items() if v is self]:
+                del SharedBridge._registry[key]
+        self.stop()
+
+    def call(self, method: str, params: dict | None = None) -> t.Any:
+        return self._ensure_running(restart=True).call(method, params)
+
+    def _ensure_running(self, *, restart: bool) -> JsonRpcClient:
+        with self._lock:
+            if self._client is not None and self._client.process.exit_code() is None:
+                return self._client
+            if self._client is not None:
+                logger.warning("The ClickHouse state bridge (pid %s) had exited (%s); starting a new one.",
+                               self._client.process.pid, self._client.process.describe_exit())
+            self._client = JsonRpcClient(BridgeProcess())
+            try:
+                self.server_info = self._client.call("initialize", {"settings": self._settings})
+            except BaseException:
+                self._client.process.stop()
+                self._client = None
+                raise
+            return self._client
+
+    def stop(self):
+        with self._lock:
+            if self._client is None:
+                return
+            client, self._client = self._client, None
+        try:
+            if client.process.exit_code() is None:
+                client.call("shutdown")
+        except (BridgeError, BridgeDiedError):
+            pass
+        client.process.stop()
+
+    @classmethod
+    def stop_all(cls):
+        with cls._registry_lock:
+            bridges = list(cls._registry.values())
+            cls._registry.clear()
+        for bridge in bridges:
+            bridge.stop()

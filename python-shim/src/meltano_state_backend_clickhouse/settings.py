@@ -1,0 +1,24 @@
+"""The `state_backend.clickhouse.*` settings, registered with Meltano through the `meltano.settings` entry points."""
+from meltano.core.setting_definition import SettingDefinition, SettingKind
+
+
+def _setting(key: str, label: str, description: str, kind=SettingKind.STRING, **extra) -> SettingDefinition:
+    return SettingDefinition(name=f"state_backend.clickhouse.{key}", label=label, description=description, kind=kind,
+                             env_specific=True, **extra)
+
+
+HOST = _setting("host", "ClickHouse host", "ClickHouse server host name (default localhost)")
+PORT = _setting("port", "ClickHouse port", "HTTP(S) port (default 8123, or 8443 when secure)", SettingKind.INTEGER)
+DATABASE = _setting("database", "ClickHouse database", "Database to connect to (required; the URI path)")
+USER = _setting("user", "ClickHouse user", "User to connect as (required)")
+PASSWORD = _setting("password", "ClickHouse password", "Password of the user (default empty)", sensitive=True)
+SECURE = _setting("secure", "Use HTTPS", "Connect over TLS (default false)", SettingKind.BOOLEAN)
+SCHEMA = _setting("schema", "State schema", "Database that holds the state tables (default meltano)")
+TABLE = _setting("table", "State table", "Name of the state table (default state)")
+CA_CERT = _setting("ca_cert", "CA certificate", "PEM file of the CA that signed the server's certificate (default: the JVM's trust store)")
+CONNECT_TIMEOUT_SECONDS = _setting("connect_timeout_seconds", "Connect timeout", "Seconds to wait for a connection (default 10)", SettingKind.INTEGER)
+QUERY_TIMEOUT_SECONDS = _setting("query_timeout_seconds", "Query timeout", "Seconds to wait for one query's answer (default 30)", SettingKind.INTEGER)
+LOCK_WAIT_SECONDS = _setting("lock_wait_seconds", "Lock wait", "Seconds to wait for a state id's lock before failing (default 30)", SettingKind.INTEGER)
+
+ALL = [HOST, PORT, DATABASE, USER, PASSWORD, SECURE, SCHEMA, TABLE, CA_CERT, CONNECT_TIMEOUT_SECONDS,
+       QUERY_TIMEOUT_SECONDS, LOCK_WAIT_SECONDS]

@@ -1,0 +1,82 @@
+package io.github.chstate.bridge.protocol;
+
+import com.fasterxml.jackson.databind.JsonNode;
+import com.fasterxml.jackson.databind.ObjectMapper;
+import io.github.chstate.bridge.ErrorCode;
+import org.junit.jupiter.api.Test;
+
+import java.nio.charset.StandardCharsets;
+
+import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertFalse;
+import static org.junit.jupiter.api.Assertions.assertTrue;
+
+/** Dispatch and error mapping against the real service, before initialize (no ClickHouse needed). */
+class DispatcherTest {
+    private final ObjectMapper json = new ObjectMapper();
+    private final Dispatcher dispatcher = new Dispatcher(json, new BridgeService(json));
+
+    private JsonNode call(String message) throws Exception {
+        byte[] out = dispatcher.handle(message.getBytes(StandardCharsets.UTF_8));
+        return out.length == 0 ? null : json.readTree(out);
+    }
+
+    private static void assertError(JsonNode response, ErrorCode code) {
+        assertEquals(code.number(), response.path("error").path("code").asInt(), response.toString());
+        assertFalse(response.path("error").path("message").asText().isBlank());
+        assertFalse(response.toString().contains("java."), "class names leaked: " + response);
+        assertFalse(response.toString().contains("Exception"), "class names leaked: " + response);
+    }
+
+    @Test
+    void pingAnswersBeforeInitialize() throws Exception {
+        JsonNode r = call("{\"jsonrpc\":\"2.0\",\"id\":7,\"method\":\"ping\"}");
+        assertEquals("pong", r.get("result").asText());
+        assertEquals(7, r.get("id").asInt());
+    }
+
+    @Test
+    void otherMethodsNeedInitialize() throws Exception {
+        JsonNode r = call("{\"jsonrpc\":\"2.0\",\"id\":\"a\",\"method\":\"get\",\"params\":{\"state_id\":\"x\"}}");
+        assertError(r, ErrorCode.NOT_INITIALIZED);
+        assertEquals("not_initialized", r.at("/error/data/kind").asText());
+        assertEquals("a", r.get("id").asText());
+    }
+
+    @Test
+    void malformedJsonIsAParseErrorWithANullId() throws Exception {
+        JsonNode r = call("{\"jsonrpc\": \"2.0\", \"id\": 1, \"method\"");
+        assertError(r, ErrorCode.PARSE_ERROR);
+        assertTrue(r.get("id").isNull(), "id must be JSON null, not the string \"null\"");
+    }
+
+    @Test
+    void nonObjectsAreInvalidRequests() throws Exception {
+        assertError(call("42"), ErrorCode.INVALID_REQUEST);
+        assertError(call("[1,2]"), ErrorCode.INVALID_REQUEST);
+    }
+
+    @Test
+    void unknownMethodsAndBadParamsAreNamed() throws Exception {
+        JsonNode unknown = call("{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"frobnicate\"}");
+        assertError(unknown, ErrorCode.METHOD_NOT_FOUND);
+        assertTrue(unknown.at("/error/message").asText().contains("frobnicate"));
+        JsonNode bad = call("{\"jsonrpc\":\"2.0\",\"id\":2,\"method\":\"get\",\"params\":{\"state\":1,\"x\":2}}");
+        assertError(bad, ErrorCode.INVALID_PARAMS);
+        assertTrue(bad.at("/error/message").asText().contains("get"));
+    }
+
+    @Test
+    void badSettingsAreConfigurationErrorsThatNameTheSetting() throws Exception {
+        JsonNode r = call("{\"jsonrpc\":\"2.0\",\"id\":3,\"method\":\"initialize\",\"params\":{\"settings\":"
+                + "{\"uri\":\"clickhouse://u:topsecret@h/db\",\"port\":\"http\"}}}");
+        assertError(r, ErrorCode.CONFIGURATION);
+        assertTrue(r.at("/error/message").asText().contains("'port'"));
+        assertFalse(r.toString().contains("topsecret"));
+    }
+
+    @Test
+    void notificationsGetNoResponse() throws Exception {
+        assertEquals(null, call("{\"jsonrpc\":\"2.0\",\"method\":\"ping\"}"));
+    }
+}

@@ -1,0 +1,77 @@
+package io.github.chstate.bridge.protocol;
+
+import com.fasterxml.jackson.databind.JsonNode;
+import com.fasterxml.jackson.databind.ObjectMapper;
+import org.junit.jupiter.api.Test;
+
+import java.io.ByteArrayInputStream;
+import java.io.ByteArrayOutputStream;
+import java.io.IOException;
+import java.io.OutputStream;
+import java.nio.charset.StandardCharsets;
+import java.util.ArrayList;
+import java.util.List;
+
+import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertTrue;
+
+class StdioServerTest {
+    private final ObjectMapper json = new ObjectMapper();
+
+    /** Records what was written at each flush, to prove every response is flushed on its own. */
+    private static final class FlushRecorder extends OutputStream {
+        final ByteArrayOutputStream pending = new ByteArrayOutputStream();
+        final List<String> flushed = new ArrayList<>();
+
+        @Override
+        public void write(int b) {
+            pending.write(b);
+        }
+
+        @Override
+        public void flush() {
+            flushed.add(pending.toString(StandardCharsets.UTF_8));
+            pending.reset();
+        }
+    }
+
+    private FlushRecorder serve(String input, BridgeService service) throws IOException {
+        FlushRecorder out = new FlushRecorder();
+        new StdioServer(new ByteArrayInputStream(input.getBytes(StandardCharsets.UTF_8)), out,
+                new Dispatcher(json, service), service::shutdownRequested).run();
+        return out;
+    }
+
+    @Test
+    void pipelinedMessagesAreAllAnsweredInOrderOnePerLineAndFlushed() throws Exception {
+        StringBuilder in = new StringBuilder();
+        for (int i = 0; i < 50; i++) {
+            in.append("{\"jsonrpc\":\"2.0\",\"id\":").append(i).append(",\"method\":\"ping\"}\n");
+        }
+        in.append("\n   \n{broken\n{\"jsonrpc\":\"2.0\",\"id\":99,\"method\":\"ping\"}"); // last line without newline
+        FlushRecorder out = serve(in.toString(), new BridgeService(json));
+        assertEquals(52, out.flushed.size());
+        for (int i = 0; i < 50; i++) {
+            String line = out.flushed.get(i);
+            assertTrue(line.endsWith("\n") && line.indexOf('\n') == line.length() - 1, line);
+            assertEquals(i, json.readTree(line).get("id").asInt());
+        }
+        assertEquals(-32700, json.readTree(out.flushed.get(50)).at("/error/code").asInt());
+        assertEquals(99, json.readTree(out.flushed.get(51)).get("id").asInt());
+    }
+
+    @Test
+    void shutdownAnswersThenStops() throws Exception {
+        FlushRecorder out = serve("{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"shutdown\"}\n"
+                + "{\"jsonrpc\":\"2.0\",\"id\":2,\"method\":\"ping\"}\n", new BridgeService(json));
+        assertEquals(1, out.flushed.size());
+        JsonNode r = json.readTree(out.flushed.get(0));
+        assertTrue(r.has("result") && r.get("result").isNull(), r.toString());
+    }
+
+    @Test
+    void unicodeAndEscapedNewlinesSurviveFraming() throws Exception {
+        FlushRecorder out = serve("{\"jsonrpc\":\"2.0\",\"id\":\"ünï\\n✓\",\"method\":\"ping\"}\n", new BridgeService(json));
+        assertEquals("ünï\n✓", json.readTree(out.flushed.get(0)).get("id").asText());
+    }
+}
