@@ -1,0 +1,259 @@
+"""ClickhouseStateStoreManager with the real bridge against ClickHouse (CLICKHOUSE_URL or the local chDB server)."""
+from __future__ import annotations
+
+import json
+import logging
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import threading
+import time
+import uuid
+
+import pytest
+from meltano.core.state_store.base import MeltanoState, MissingStateBackendSettingsError, StateIDLockedError
+
+from meltano_state_backend_clickhouse.backend import ClickHouseStateBackendError, ClickhouseStateStoreManager
+from meltano_state_backend_clickhouse.client import SharedBridge
+
+
+@pytest.fixture
+def schema():
+    return "shim_" + uuid.uuid4().hex[:10]
+
+
+@pytest.fixture
+def manager(clickhouse, schema):
+    m = ClickhouseStateStoreManager(uri=clickhouse.state_uri(), schema=schema, host=None, port=None, table=None,
+                                    lock_timeout_seconds=10, lock_retry_seconds=1)
+    yield m
+    m.close()
+
+
+def bridge_pid(manager) -> int:
+    return manager._bridge._client.process.pid
+
+
+def test_settings_map_to_the_bridge_and_none_means_unset(manager, schema):
+    assert manager.settings["schema"] == schema
+    assert "host" not in manager.settings and "table" not in manager.settings
+    assert manager.settings["lock_timeout_seconds"] == 10
+    assert manager.label == "ClickHouse"
+
+
+def test_every_method(manager):
+    assert manager.get("nope") is None
+    manager.set(MeltanoState("m:1", partial_state={}, completed_state={"singer_state": {"b": 1}}))
+    got = manager.get("m:1")
+    assert got.partial_state == {} and got.completed_state == {"singer_state": {"b": 1}}
+    manager.set(MeltanoState("m:2", partial_state={"p": 1}, completed_state=None))
+    assert manager.get("m:2").completed_state == {}
+    assert sorted(manager.get_state_ids()) == ["m:1", "m:2"]
+    assert sorted(s.state_id for s in manager.get_all("m:*")) == ["m:1", "m:2"]
+    assert manager.set_all([MeltanoState("m:3", {}, {"c": 3}), MeltanoState("m:4", {"p": 4}, {})]) == 2
+    manager.delete("m:4")
+    assert manager.get("m:4") is None
+    manager.clear("m:3")
+    assert manager.get("m:3") is None
+    assert manager.clear_all() == 2
+    assert list(manager.get_state_ids("*")) == []
+
+
+def test_partial_and_complete_matrix(manager):
+    # new partial is set
+    manager.update(MeltanoState("x", partial_state={"singer_state": {"a": 1}}, completed_state={}))
+    assert manager.get("x").partial_state == {"singer_state": {"a": 1}}
+    # partial merges onto partial
+    manager.update(MeltanoState("x", partial_state={"singer_state": {"b": 2}}, completed_state={}))
+    assert manager.get("x").partial_state == {"singer_state": {"a": 1, "b": 2}}
+    # complete overwrites partial
+    manager.update(MeltanoState("x", partial_state={}, completed_state={"singer_state": {"c": 3}}))
+    assert (manager.get("x").partial_state, manager.get("x").completed_state) == ({}, {"singer_state": {"c": 3}})
+    # complete overwrites complete
+    manager.update(MeltanoState("x", partial_state={}, completed_state={"singer_state": {"d": 4}}))
+    assert manager.get("x").completed_state == {"singer_state": {"d": 4}}
+    # partial onto complete keeps both
+    manager.update(MeltanoState("x", partial_state={"singer_state": {"e": 5}}, completed_state={}))
+    got = manager.get("x")
+    assert got.completed_state == {"singer_state": {"d": 4}} and got.partial_state == {"singer_state": {"e": 5}}
+
+
+@pytest.mark.parametrize("pattern, expected", [
+    ("dev:*", ["dev:a-to-b", "dev:c-to-b"]),
+    ("dev:a-to-b", ["dev:a-to-b"]),
+    ("dev:?-to-b", ["dev:a-to-b", "dev:c-to-b"]),
+    ("a-to-b", []),
+    ("*multiple-complete", ["multiple-complete", "x-multiple-complete"]),
+    ("multiple-complete", ["multiple-complete"]),
+    ("50%_off", ["50%_off"]),
+    ("50?_off", ["50%_off"]),
+    ("5*", ["50%_off", "50xyoff"]),
+    ("it's*", ["it's \"quoted\""]),
+    ("back\\slash", ["back\\slash"]),
+    ("ünï*", ["ünïcødé ✓"]),
+])
+def test_patterns(manager, pattern, expected):
+    ids = ["dev:a-to-b", "dev:c-to-b", "prod:a-to-b", "multiple-complete", "x-multiple-complete", "50%_off",
+           "50xyoff", "it's \"quoted\"", "back\\slash", "ünïcødé ✓"]
+    manager.set_all([MeltanoState(i, {}, {"id": i}) for i in ids])
+    assert sorted(manager.get_state_ids(pattern)) == sorted(expected)
+    assert sorted(s.state_id for s in manager.get_all(pattern)) == sorted(expected)
+    for i in expected:
+        assert manager.get(i).completed_state == {"id": i}
+
+
+def test_managers_share_one_bridge(clickhouse, schema, manager):
+    other = ClickhouseStateStoreManager(uri=clickhouse.state_uri(), schema=schema)
+    try:
+        assert bridge_pid(other) == bridge_pid(manager)
+    finally:
+        other.close()
+    assert manager.get("still-works") is None
+
+
+def test_missing_settings_raise_meltanos_error(clickhouse):
+    with pytest.raises(MissingStateBackendSettingsError, match="database"):
+        ClickhouseStateStoreManager(uri=f"clickhouse://default@{clickhouse.host}:{clickhouse.port}")
+
+
+def test_a_killed_bridge_is_restarted_on_the_next_call(manager, caplog):
+    manager.set(MeltanoState("k", {}, {"v": 1}))
+    old = bridge_pid(manager)
+    os.kill(old, signal.SIGKILL)
+    time.sleep(0.5)
+    with caplog.at_level(logging.WARNING, logger="meltano_state_backend_clickhouse.bridge"):
+        assert manager.get("k").completed_state == {"v": 1}
+    assert bridge_pid(manager) != old
+    assert "starting a new one" in caplog.text
+
+
+def test_threads_share_a_manager(manager):
+    errors = []
+
+    def worker(n):
+        try:
+            for i in range(20):
+                manager.set(MeltanoState(f"t:{n}", {}, {"i": i}))
+                assert manager.get(f"t:{n}").completed_state == {"i": i}
+        except Exception as e:  # noqa: BLE001
+            errors.append(e)
+
+    threads = [threading.Thread(target=worker, args=(n,)) for n in range(8)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert errors == []
+    assert len(list(manager.get_state_ids("t:*"))) == 8
+
+
+HOLDER = textwrap.dedent("""
+    import sys, time
+    from meltano_state_backend_clickhouse.backend import ClickhouseStateStoreManager
+    m = ClickhouseStateStoreManager(uri=sys.argv[1], schema=sys.argv[2])
+    with m.acquire_lock("contended", retry_seconds=0.1):
+        print("locked", flush=True)
+        time.sleep(float(sys.argv[3]))
+    print("released", flush=True)
+""")
+
+
+def test_lock_contention_across_processes(clickhouse, schema):
+    holder = subprocess.Popen([sys.executable, "-c", HOLDER, clickhouse.state_uri(), schema, "3"],
+                              stdout=subprocess.PIPE, text=True)
+    try:
+        assert holder.stdout.readline().strip() == "locked"
+        impatient = ClickhouseStateStoreManager(uri=clickhouse.state_uri(), schema=schema, lock_wait_seconds=1)
+        try:
+            with pytest.raises(StateIDLockedError, match="contended"):
+                with impatient.acquire_lock("contended", retry_seconds=0.1):
+                    pass
+        finally:
+            impatient.close()
+        patient = ClickhouseStateStoreManager(uri=clickhouse.state_uri(), schema=schema, lock_wait_seconds=20)
+        try:
+            with patient.acquire_lock("contended", retry_seconds=0.1):
+                assert holder.stdout.readline().strip() == "released"
+        finally:
+            patient.close()
+    finally:
+        holder.wait(timeout=30)
+
+
+ORPHAN = textwrap.dedent("""
+    import sys, time
+    from meltano_state_backend_clickhouse.backend import ClickhouseStateStoreManager
+    m = ClickhouseStateStoreManager(uri=sys.argv[1], schema=sys.argv[2])
+    print(m._bridge._client.process.pid, flush=True)
+    time.sleep(600)
+""")
+
+
+def _alive(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().split()[2] != "Z"
+    except FileNotFoundError:
+        return False
+
+
+def test_no_bridge_outlives_a_sigkilled_parent(clickhouse, schema):
+    parent = subprocess.Popen([sys.executable, "-c", ORPHAN, clickhouse.state_uri(), schema], stdout=subprocess.PIPE,
+                              text=True)
+    pid = int(parent.stdout.readline())
+    assert _alive(pid)
+    parent.send_signal(signal.SIGKILL)
+    parent.wait()
+    deadline = time.time() + 5
+    while _alive(pid) and time.time() < deadline:
+        time.sleep(0.05)
+    assert not _alive(pid), "the bridge outlived its parent"
+
+
+def test_the_password_stays_out_of_argv_env_and_logs(local_clickhouse, schema, caplog, monkeypatch):
+    secret = "pw-" + uuid.uuid4().hex
+    local_clickhouse.password = secret
+    local_clickhouse.start()
+    host_port = local_clickhouse.url.split("://", 1)[1]
+    uri = f"clickhouse://default:{secret}@{host_port}/default"
+    monkeypatch.setenv("MELTANO_STATE_BACKEND_URI", uri)
+    monkeypatch.setenv("MELTANO_STATE_BACKEND_CLICKHOUSE_PASSWORD", secret)
+    logging.getLogger("meltano_state_backend_clickhouse").setLevel(logging.DEBUG)
+    try:
+        with caplog.at_level(logging.DEBUG):
+            m = ClickhouseStateStoreManager(uri=uri, schema=schema)
+            pid = bridge_pid(m)
+            m.set(MeltanoState("secret-test", {}, {"ok": True}))
+            with open(f"/proc/{pid}/cmdline", "rb") as f:
+                assert secret.encode() not in f.read()
+            with open(f"/proc/{pid}/environ", "rb") as f:
+                assert secret.encode() not in f.read()
+            with pytest.raises(ClickHouseStateBackendError) as error:
+                ClickhouseStateStoreManager(uri=uri.replace(secret, secret + "-wrong"), schema=schema)
+            assert secret not in str(error.value) and "rejected user 'default'" in str(error.value)
+            m.close()
+        assert caplog.records, "debug logging of the bridge reached Python logging"
+        assert secret not in caplog.text
+    finally:
+        logging.getLogger("meltano_state_backend_clickhouse").setLevel(logging.NOTSET)
+
+
+def test_close_of_the_last_manager_stops_the_bridge(clickhouse, schema):
+    m = ClickhouseStateStoreManager(uri=clickhouse.state_uri(), schema=schema)
+    pid = bridge_pid(m)
+    m.close()
+    deadline = time.time() + 5
+    while _alive(pid) and time.time() < deadline:
+        time.sleep(0.05)
+    assert not _alive(pid)
+    with pytest.raises(ClickHouseStateBackendError, match="closed"):
+        m.get("x")
+
+
+def test_stop_all_at_exit_leaves_no_bridge(clickhouse, schema):
+    m = ClickhouseStateStoreManager(uri=clickhouse.state_uri(), schema=schema)
+    pid = bridge_pid(m)
+    SharedBridge.stop_all()
+    assert not _alive(pid)

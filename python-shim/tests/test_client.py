@@ -1,0 +1,72 @@
+"""The process client against the real bridge jar; these calls need no ClickHouse."""
+import os
+import signal
+import threading
+
+import pytest
+
+from meltano_state_backend_clickhouse import process
+from meltano_state_backend_clickhouse.client import BridgeDiedError, BridgeError, JsonRpcClient
+
+
+@pytest.fixture
+def bridge():
+    proc = process.BridgeProcess()
+    yield proc
+    proc.stop()
+
+
+def test_calls_and_errors(bridge):
+    client = JsonRpcClient(bridge)
+    assert client.call("ping") == "pong"
+    with pytest.raises(BridgeError) as error:
+        client.call("get", {"state_id": "x"})
+    assert error.value.code == -32005 and error.value.kind == "not_initialized"
+    with pytest.raises(BridgeError) as error:
+        client.call("initialize", {"settings": {"uri": "clickhouse://u@h/db", "port": "eighty"}})
+    assert error.value.code == -32001 and "'port'" in str(error.value)
+    with pytest.raises(BridgeError) as error:
+        client.call("initialize", {"settings": {"uri": "clickhouse://h:8123/db"}})
+    assert error.value.code == -32007 and "user" in str(error.value)
+
+
+def test_concurrent_calls_from_threads_are_serialized(bridge):
+    client = JsonRpcClient(bridge)
+    results = []
+
+    def worker():
+        for _ in range(100):
+            results.append(client.call("ping"))
+
+    threads = [threading.Thread(target=worker) for _ in range(8)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert results == ["pong"] * 800
+
+
+def test_a_bridge_that_died_gives_a_clear_error(bridge):
+    client = JsonRpcClient(bridge)
+    os.kill(bridge.pid, signal.SIGKILL)
+    bridge._popen.wait()
+    with pytest.raises(BridgeDiedError, match="exited during 'ping'"):
+        client.call("ping")
+
+
+def test_eof_stops_the_bridge(bridge):
+    bridge.stop(timeout=2)
+    assert bridge.exit_code() == 0
+
+
+def test_no_java_says_what_to_install(monkeypatch):
+    monkeypatch.setenv("JAVA_HOME", "/nonexistent")
+    monkeypatch.setenv("PATH", "/nonexistent")
+    with pytest.raises(process.BridgeStartError, match="Java 17 or newer"):
+        process.BridgeProcess()
+
+
+def test_a_missing_jar_names_the_variable(monkeypatch, tmp_path):
+    monkeypatch.setenv(process.JAR_ENV, str(tmp_path / "nope.jar"))
+    with pytest.raises(process.BridgeStartError, match=process.JAR_ENV):
+        process.BridgeProcess()
