@@ -1,0 +1,195 @@
+"""The real `meltano` CLI with state in ClickHouse (CLICKHOUSE_URL or the local chDB server)."""
+from __future__ import annotations
+
+import json
+import pathlib
+import shutil
+import subprocess
+import urllib.parse
+import urllib.request
+import uuid
+
+import pytest
+
+import meltano_project
+from meltano_project import STATE_ID
+
+JAR_NAME = "meltano-clickhouse-bridge.jar"
+
+
+def bridge_pids() -> set[int]:
+    pids = set()
+    for proc in pathlib.Path("/proc").iterdir():
+        if proc.name.isdigit():
+            try:
+                if JAR_NAME.encode() in (proc / "cmdline").read_bytes():
+                    pids.add(int(proc.name))
+            except OSError:
+                pass
+    return pids
+
+
+@pytest.fixture(scope="session")
+def installed_project(tmp_path_factory) -> pathlib.Path:
+    return meltano_project.create(tmp_path_factory.mktemp("e2e") / "template")
+
+
+def copy_project(installed: pathlib.Path, root: pathlib.Path) -> pathlib.Path:
+    """A copy of the installed project, with rows.csv and output of its own."""
+    shutil.copytree(installed, root, symlinks=True)
+    text = (root / "meltano.yml").read_text().replace(str(installed), str(root))
+    (root / "meltano.yml").write_text(text)
+    return root
+
+
+@pytest.fixture
+def project(installed_project, tmp_path) -> pathlib.Path:
+    return copy_project(installed_project, tmp_path / "project")
+
+
+class Meltano:
+    def __init__(self, root: pathlib.Path, clickhouse, schema: str):
+        self.root = root
+        self.clickhouse = clickhouse
+        self.schema = schema
+        self.env = {"MELTANO_STATE_BACKEND_URI": clickhouse.state_uri(),
+                    "MELTANO_STATE_BACKEND_CLICKHOUSE_SCHEMA": schema}
+
+    def __call__(self, *args: str, ok: bool = True, stdin: str | None = None, **env: str):
+        before = bridge_pids()
+        result = subprocess.run([meltano_project.meltano_executable(), *args], cwd=self.root, text=True,
+                                capture_output=True, input=stdin, timeout=300,
+                                env=meltano_project.clean_env(**{**self.env, **env}))
+        left = bridge_pids() - before
+        assert not left, f"bridge processes left running after meltano {' '.join(args)}: {left}"
+        if ok:
+            assert result.returncode == 0, f"meltano {' '.join(args)} failed:\n{result.stdout}\n{result.stderr}"
+        return result
+
+    def state(self, state_id: str = STATE_ID) -> dict:
+        return json.loads(self("state", "get", state_id).stdout)
+
+    def rows_in_clickhouse(self) -> list[dict]:
+        sql = (f"SELECT state_id, partial_state, completed_state FROM `{self.schema}`.state FINAL "
+               "ORDER BY state_id FORMAT JSONEachRow")
+        auth = urllib.parse.quote(self.clickhouse.user) + ":" + urllib.parse.quote(self.clickhouse.password)
+        request = urllib.request.Request(self.clickhouse.http_url + "/", data=sql.encode(), headers={
+            "Authorization": "Basic " + __import__("base64").b64encode(auth.encode()).decode()})
+        body = urllib.request.urlopen(request, timeout=30).read().decode()
+        return [json.loads(line) for line in body.splitlines()]
+
+
+@pytest.fixture
+def meltano(project, clickhouse):
+    return Meltano(project, clickhouse, "e2e_" + uuid.uuid4().hex[:10])
+
+
+def test_every_state_subcommand(meltano):
+    meltano("state", "set", "--force", "dev:a", '{"singer_state": {"bookmarks": {"s": {"id": 1}}}}')
+    assert meltano.state("dev:a") == {"singer_state": {"bookmarks": {"s": {"id": 1}}}}
+    meltano("state", "merge", "dev:a", '{"singer_state": {"bookmarks": {"t": {"id": 2}}}}')
+    assert meltano.state("dev:a") == {"singer_state": {"bookmarks": {"s": {"id": 1}, "t": {"id": 2}}}}
+    meltano("state", "copy", "--force", "dev:a", "dev:b")
+    meltano("state", "move", "--force", "dev:b", "prod:c")
+    listed = meltano("state", "list").stdout.split()
+    assert sorted(listed) == ["dev:a", "prod:c"]
+    assert meltano("state", "list", "--pattern", "dev:*").stdout.split() == ["dev:a"]
+    assert meltano("state", "list", "--pattern", "*:c").stdout.split() == ["prod:c"]
+    assert meltano("state", "list", "--pattern", "dev").stdout.split() == []
+    assert meltano.state("prod:c") == meltano.state("dev:a")
+
+    exported = meltano("state", "export").stdout
+    assert "prod:c" in exported
+    meltano("state", "clear", "--force", "prod:c")
+    assert meltano("state", "list").stdout.split() == ["dev:a"]
+    meltano("state", "import", stdin=exported)
+    assert sorted(meltano("state", "list").stdout.split()) == ["dev:a", "prod:c"]
+
+    editor = meltano.root / "editor.sh"
+    editor.write_text('#!/bin/sh\necho \'{"singer_state": {"edited": true}}\' > "$1"\n')
+    editor.chmod(0o755)
+    meltano("state", "edit", "--force", "dev:a", EDITOR=str(editor), VISUAL=str(editor))
+    assert meltano.state("dev:a") == {"singer_state": {"edited": True}}
+
+    cleared = meltano("state", "clear", "--force", "--all")
+    assert "2 state(s) were successfully cleared" in cleared.stdout + cleared.stderr
+    assert meltano("state", "list").stdout.split() == []
+
+
+def test_incremental_run_resumes_from_the_bookmark_in_clickhouse(meltano):
+    meltano_project.write_rows(meltano.root, 1, 5)
+    meltano("run", "tap-csvlite", "target-jsonlite")
+    assert len((meltano.root / "output.jsonl").read_text().splitlines()) == 5
+    assert meltano.state()["singer_state"]["bookmarks"]["rows"]["replication_key_value"] == 5
+
+    meltano_project.write_rows(meltano.root, 6, 8)
+    meltano("run", "tap-csvlite", "target-jsonlite")
+    ids = [json.loads(line)["id"] for line in (meltano.root / "output.jsonl").read_text().splitlines()]
+    assert ids == [1, 2, 3, 4, 5, 6, 7, 8], "the second run extracted only the new rows"
+
+    rows = meltano.rows_in_clickhouse()
+    assert [r["state_id"] for r in rows] == [STATE_ID]
+    assert rows[0]["partial_state"] is None  # an empty part is stored as NULL, like the upstream add-on
+    completed = json.loads(rows[0]["completed_state"])
+    assert completed["singer_state"]["bookmarks"]["rows"]["replication_key_value"] == 8
+
+
+def test_settings_from_meltano_yml_and_env_override_the_uri(meltano, clickhouse):
+    yml = meltano.root / "meltano.yml"
+    yml.write_text(yml.read_text() + f"state_backend:\n  uri: {clickhouse.state_uri()}\n"
+                                      f"  clickhouse:\n    schema: {meltano.schema}\n    table: yml_state\n")
+    del meltano.env["MELTANO_STATE_BACKEND_URI"], meltano.env["MELTANO_STATE_BACKEND_CLICKHOUSE_SCHEMA"]
+    meltano("state", "set", "--force", "dev:yml", '{"singer_state": {"from": "yml"}}')
+    assert meltano("state", "list").stdout.split() == ["dev:yml"]
+
+    # a URI pointing nowhere, corrected by the environment
+    wrong = clickhouse.state_uri().replace(f":{clickhouse.port}/", ":1/")
+    meltano.env.update({"MELTANO_STATE_BACKEND_URI": wrong,
+                        "MELTANO_STATE_BACKEND_CLICKHOUSE_PORT": str(clickhouse.port),
+                        "MELTANO_STATE_BACKEND_CLICKHOUSE_TABLE": "yml_state"})
+    assert meltano.state("dev:yml") == {"singer_state": {"from": "yml"}}
+
+
+def test_two_concurrent_runs_on_one_state_id(meltano, installed_project, tmp_path):
+    """Two projects (same project and job, so the same state id), each with its own system database, run at once."""
+    runs = []
+    for name in ("a", "b"):
+        root = copy_project(installed_project, tmp_path / name)
+        meltano_project.write_rows(root, 1, 40)
+        yml = root / "meltano.yml"
+        yml.write_text(yml.read_text().replace(f"path: {root}/rows.csv", f"path: {root}/rows.csv\n      state_every: 1"))
+        env = meltano_project.clean_env(**meltano.env, MELTANO_DATABASE_URI=f"sqlite:///{tmp_path}/{name}.db")
+        runs.append(subprocess.Popen([meltano_project.meltano_executable(), "run", "tap-csvlite", "target-jsonlite"],
+                                     cwd=root, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True))
+    outputs = [r.communicate(timeout=300)[0] for r in runs]
+    assert [r.returncode for r in runs] == [0, 0], "\n".join(outputs)
+    for output in outputs:
+        assert output.count("Incremental state has been updated") >= 40, output  # one update per STATE message
+    state = meltano.state()
+    assert state == {"singer_state": {"bookmarks": {"rows": {"replication_key": "id", "replication_key_value": 40}}}}
+    assert len(meltano.rows_in_clickhouse()) == 1
+
+
+def test_wrong_password_fails_clearly_and_keeps_the_state(meltano, clickhouse):
+    meltano("state", "set", "--force", STATE_ID, '{"singer_state": {"kept": 1}}')
+    bad = clickhouse.state_uri().replace(f"{clickhouse.user}:{urllib.parse.quote(clickhouse.password, safe='')}@",
+                                         f"{clickhouse.user}:not-the-password@")
+    for command in (["state", "get", STATE_ID], ["run", "tap-csvlite", "target-jsonlite"]):
+        result = meltano(*command, ok=False, MELTANO_STATE_BACKEND_URI=bad)
+        assert result.returncode != 0
+        output = result.stdout + result.stderr
+        assert "wrong user or password" in output, output
+        assert "not-the-password" not in output
+    assert meltano.state() == {"singer_state": {"kept": 1}}
+
+
+def test_server_down_fails_clearly_and_keeps_the_state(meltano, clickhouse):
+    meltano("state", "set", "--force", STATE_ID, '{"singer_state": {"kept": 2}}')
+    down = clickhouse.state_uri().replace(f"@{clickhouse.host}:{clickhouse.port}/", "@127.0.0.1:1/")
+    for command in (["state", "get", STATE_ID], ["state", "set", "--force", STATE_ID, '{"singer_state": {"x": 1}}'],
+                    ["run", "tap-csvlite", "target-jsonlite"]):
+        result = meltano(*command, ok=False, MELTANO_STATE_BACKEND_URI=down,
+                         MELTANO_STATE_BACKEND_CLICKHOUSE_CONNECT_TIMEOUT_SECONDS="2")
+        assert result.returncode != 0
+        assert "Cannot reach ClickHouse at http://127.0.0.1:1" in result.stdout + result.stderr
+    assert meltano.state() == {"singer_state": {"kept": 2}}
