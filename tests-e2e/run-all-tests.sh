@@ -35,7 +35,7 @@ step "Python shim: install"
 "$venv/bin/python" -m pip install -q --disable-pip-version-check --force-reinstall --no-deps ./python-shim || exit 1
 
 step "pytest: local ClickHouse server, shim, end to end"
-"$venv/bin/python" -m pytest -p no:cacheprovider tests-e2e python-shim/tests -v || status=1
+"$venv/bin/python" -m pytest -p no:cacheprovider --rootdir "$repo" tests-e2e python-shim/tests -v || status=1
 
 step "Result"
 if [ "$status" -eq 0 ]; then echo "All suites passed."; else echo "Some suite FAILED (see above)."; fi

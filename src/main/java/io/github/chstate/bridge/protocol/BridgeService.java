@@ -50,7 +50,12 @@ public final class BridgeService implements BridgeApi, AutoCloseable {
         ClickHouse ch = new ClickHouse(parsed);
         try {
             Tables tables = new Tables(parsed);
-            tables.ensure(ch);
+            String claimsEngine = tables.ensure(ch);
+            if (!"MergeTree".equals(claimsEngine)) {
+                log.warn("The lock table {}.{}_claims is a {}, not a single-node MergeTree: the lock cannot promise "
+                        + "exclusive access there (README: 'The lock'). Do not run two pipelines on one state id at once.",
+                        parsed.schema(), parsed.table(), claimsEngine);
+            }
             String version = ch.queryOne("SELECT version()", rs -> rs.getString(1));
             settings = parsed;
             clickHouse = ch;

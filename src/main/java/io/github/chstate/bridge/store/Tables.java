@@ -28,8 +28,11 @@ public final class Tables {
         this.claims = Sql.identifier(schema) + "." + Sql.identifier(claimsName);
     }
 
-    /** Creates the schema database and both tables where missing, and checks an existing state table. */
-    public void ensure(ClickHouse ch) {
+    /**
+     * Creates the schema database and both tables where missing, and checks an existing state table. Answers the
+     * claims table's engine: the lock's guarantee holds for a plain MergeTree only (see {@link ClaimLock}).
+     */
+    public String ensure(ClickHouse ch) {
         ch.execute("CREATE DATABASE IF NOT EXISTS " + Sql.identifier(schema));
         ch.execute("CREATE TABLE IF NOT EXISTS " + state + " ("
                 + "state_id String, partial_state Nullable(String), completed_state Nullable(String), "
@@ -42,6 +45,8 @@ public final class Tables {
                 + "state_id String, token String, kind Enum8('claim' = 1, 'release' = 2), at DateTime64(3) DEFAULT now64(3)) "
                 + "ENGINE = MergeTree ORDER BY (state_id, at) TTL toDateTime(at) + INTERVAL 1 DAY "
                 + "SETTINGS enable_block_number_column = 1");
+        return ch.queryOne("SELECT engine FROM system.tables WHERE database = " + Sql.literal(schema) + " AND name = "
+                + Sql.literal(claimsName), rs -> rs.getString(1));
     }
 
     private void checkStateTable(ClickHouse ch) {
