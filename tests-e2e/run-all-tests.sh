@@ -6,7 +6,8 @@ set -uo pipefail
 repo="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$repo"
 venv="${VENV:-$repo/.venv}"
-work="$(mktemp -d)"
+# The local server's data on tmpfs where there is one: this VM's disk makes every insert cost ~10 ms, not ~2.
+work="$(mktemp -d -p /dev/shm 2>/dev/null || mktemp -d)"
 status=0
 
 step() { printf '\n=== %s\n' "$*"; }

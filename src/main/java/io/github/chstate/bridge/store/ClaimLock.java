@@ -85,9 +85,9 @@ public final class ClaimLock {
         // Only rows younger than staleAfter matter (a release is never older than its claim), and the primary key
         // (state_id, at) makes reading just those cheap however many old rows the TTL has yet to remove.
         String recent = "state_id = " + Sql.literal(stateId) + " AND at > now64(3) - toIntervalMillisecond(" + staleAfter.toMillis() + ")";
-        return ch.queryOne("SELECT token FROM " + tables.claims + " WHERE " + recent + " AND kind = 'claim' "
-                + "AND token NOT IN (SELECT token FROM " + tables.claims + " WHERE " + recent + " AND kind = 'release') "
-                + "ORDER BY _block_number LIMIT 1", rs -> rs.getString(1));
+        // A token's rows are its claim and, once withdrawn or released, its release: live tokens have no release.
+        return ch.queryOne("SELECT token FROM " + tables.claims + " WHERE " + recent + " GROUP BY token "
+                + "HAVING countIf(kind = 'release') = 0 ORDER BY min(_block_number) LIMIT 1", rs -> rs.getString(1));
     }
 
     private void insert(String stateId, String token, String kind) {
