@@ -257,3 +257,9 @@ def test_stop_all_at_exit_leaves_no_bridge(clickhouse, schema):
     pid = bridge_pid(m)
     SharedBridge.stop_all()
     assert not _alive(pid)
+
+
+def test_a_state_over_20_mb_round_trips(manager):
+    big = {"singer_state": {"blob": "ü" * (21 * 1024 * 1024), "quote": "it's \"here\"\n"}}
+    manager.set(MeltanoState("big", {}, big))
+    assert manager.get("big").completed_state == big

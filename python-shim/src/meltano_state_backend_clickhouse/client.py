@@ -51,7 +51,9 @@ class JsonRpcClient:
                 raise BridgeDiedError(f"The ClickHouse state bridge (pid {self.process.pid}) exited during "
                                       f"'{method}': {self.process.describe_exit()}. Nothing was returned for this call.")
         response = json.loads(line)
-        if response.get("id") != request_id:
+        if response.get("id") is None and "error" in response:
+            pass  # the bridge could not read the request (a parse error has no id): report its error below
+        elif response.get("id") != request_id:
             raise BridgeDiedError(f"The ClickHouse state bridge answered request {response.get('id')} to request "
                                   f"{request_id}; the protocol stream is out of step.")
         if "error" in response:

@@ -14,7 +14,8 @@ JAR_ENV = "CLICKHOUSE_STATE_BRIDGE_JAR"
 JAR = pathlib.Path(__file__).parent / "bridge" / "meltano-clickhouse-bridge.jar"
 # Only what the JVM needs: never the caller's MELTANO_* variables, which may hold the password.
 _ENV_KEPT = ("PATH", "HOME", "LANG", "LC_ALL", "TZ", "TMPDIR", "JAVA_HOME")
-_JVM_OPTIONS = ["-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1", "-Xshare:auto"]
+# The JVM's own warnings go to stdout by default, which is the protocol channel: send them to stderr.
+_JVM_OPTIONS = ["-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1", "-Xshare:auto", "-Xlog:disable", "-Xlog:all=warning:stderr"]
 _LEVELS = {"TRACE": logging.DEBUG, "DEBUG": logging.DEBUG, "INFO": logging.INFO, "WARN": logging.WARNING,
            "ERROR": logging.ERROR}
 
@@ -65,17 +66,15 @@ class BridgeProcess:
         threading.Thread(target=self._forward_stderr, name=f"clickhouse-bridge-{self.pid}-stderr", daemon=True).start()
 
     def _forward_stderr(self):
-        level = logging.INFO
         for raw in self._popen.stderr:
             line = raw.decode("utf-8", "replace").rstrip()
             if not line:
                 continue
-            word = line.split(" ", 1)[0]
+            word, _, rest = line.partition(" ")
             if word in _LEVELS:
-                level = _LEVELS[word]
-                logger.log(level, "%s", line.split(" ", 1)[1] if " " in line else line)
-            else:  # stack trace lines and anything the JVM prints itself
-                logger.log(logging.DEBUG if line.startswith(("\tat ", "Caused by", "\t...")) else level, "%s", line)
+                logger.log(_LEVELS[word], "%s", rest)
+            else:  # stack traces and what the JVM prints itself: for debugging only
+                logger.debug("%s", line)
             self._stderr_tail = (self._stderr_tail + [line])[-20:]
         self._stderr_done.set()
 

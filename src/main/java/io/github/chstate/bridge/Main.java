@@ -1,6 +1,7 @@
 package io.github.chstate.bridge;
 
 import com.fasterxml.jackson.databind.ObjectMapper;
+import io.github.chstate.bridge.protocol.Json;
 import io.github.chstate.bridge.protocol.BridgeService;
 import io.github.chstate.bridge.protocol.Dispatcher;
 import io.github.chstate.bridge.protocol.StdioServer;
@@ -24,7 +25,7 @@ public final class Main {
         // The driver speaks stateless HTTP and heals broken connections itself: skip Hikari's ping-before-borrow.
         System.setProperty("com.zaxxer.hikari.aliveBypassWindowMs", "60000");
 
-        ObjectMapper json = new ObjectMapper();
+        ObjectMapper json = Json.mapper();
         BridgeService service = new BridgeService(json);
         try (service) {
             new StdioServer(new BufferedInputStream(new FileInputStream(FileDescriptor.in), 1 << 16), protocolOut,

@@ -50,13 +50,13 @@ public final class BridgeService implements BridgeApi, AutoCloseable {
         ClickHouse ch = new ClickHouse(parsed);
         try {
             Tables tables = new Tables(parsed);
-            String claimsEngine = tables.ensure(ch);
-            if (!"MergeTree".equals(claimsEngine)) {
+            Tables.Found found = tables.ensure(ch);
+            if (!"MergeTree".equals(found.claimsEngine())) {
                 log.warn("The lock table {}.{}_claims is a {}, not a single-node MergeTree: the lock cannot promise "
                         + "exclusive access there (README: 'The lock'). Do not run two pipelines on one state id at once.",
-                        parsed.schema(), parsed.table(), claimsEngine);
+                        parsed.schema(), parsed.table(), found.claimsEngine());
             }
-            String version = ch.queryOne("SELECT version()", rs -> rs.getString(1));
+            String version = found.serverVersion();
             settings = parsed;
             clickHouse = ch;
             store = new StateStore(ch, tables, json);

@@ -41,8 +41,9 @@ public final class Dispatcher {
         JsonNode request;
         try {
             request = json.readTree(message);
-        } catch (IOException e) {
-            return errorResponse(ErrorCode.PARSE_ERROR, "Parse error: the message is not valid JSON.");
+        } catch (com.fasterxml.jackson.core.JsonProcessingException e) {
+            return errorResponse(ErrorCode.PARSE_ERROR, "Parse error: the message is not valid JSON ("
+                    + e.getOriginalMessage() + ").");
         }
         if (request == null || !request.isObject()) {
             return errorResponse(ErrorCode.INVALID_REQUEST, "Invalid request: expected one JSON-RPC 2.0 request object per line.");

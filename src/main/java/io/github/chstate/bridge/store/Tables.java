@@ -28,42 +28,56 @@ public final class Tables {
         this.claims = Sql.identifier(schema) + "." + Sql.identifier(claimsName);
     }
 
-    /**
-     * Creates the schema database and both tables where missing, and checks an existing state table. Answers the
-     * claims table's engine: the lock's guarantee holds for a plain MergeTree only (see {@link ClaimLock}).
-     */
-    public String ensure(ClickHouse ch) {
-        ch.execute("CREATE DATABASE IF NOT EXISTS " + Sql.identifier(schema));
-        ch.execute("CREATE TABLE IF NOT EXISTS " + state + " ("
-                + "state_id String, partial_state Nullable(String), completed_state Nullable(String), "
-                + "updated_at DateTime64(3) DEFAULT now64(3)) "
-                + "ENGINE = ReplacingMergeTree(updated_at) ORDER BY state_id "
-                + "SETTINGS non_replicated_deduplication_window = 1000");
-        checkStateTable(ch);
-        // Plain MergeTree: one part per claim, and the persisted block number gives the commit order (see BlockOrderLock).
-        ch.execute("CREATE TABLE IF NOT EXISTS " + claims + " ("
-                + "state_id String, token String, kind Enum8('claim' = 1, 'release' = 2), at DateTime64(3) DEFAULT now64(3)) "
-                + "ENGINE = MergeTree ORDER BY (state_id, at) TTL toDateTime(at) + INTERVAL 1 DAY "
-                + "SETTINGS enable_block_number_column = 1");
-        return ch.queryOne("SELECT engine FROM system.tables WHERE database = " + Sql.literal(schema) + " AND name = "
-                + Sql.literal(claimsName), rs -> rs.getString(1));
+    /** What {@link #ensure} found: the server's version and the lock table's engine. */
+    public record Found(String serverVersion, String claimsEngine) {
     }
 
-    private void checkStateTable(ClickHouse ch) {
-        String where = " WHERE database = " + Sql.literal(schema) + " AND table = " + Sql.literal(stateName);
-        List<String> columns = ch.query("SELECT name FROM system.columns" + where, rs -> rs.getString(1));
-        if (!columns.containsAll(STATE_COLUMNS)) {
+    /**
+     * Creates the schema database and both tables where missing, and checks an existing state table. When both
+     * exist, as on every start but the first, this is a single query.
+     */
+    public Found ensure(ClickHouse ch) {
+        Probe probe = probe(ch);
+        if (probe.stateEngine.isEmpty() || probe.claimsEngine.isEmpty()) {
+            ch.execute("CREATE DATABASE IF NOT EXISTS " + Sql.identifier(schema));
+            ch.execute("CREATE TABLE IF NOT EXISTS " + state + " ("
+                    + "state_id String, partial_state Nullable(String), completed_state Nullable(String), "
+                    + "updated_at DateTime64(3) DEFAULT now64(3)) "
+                    + "ENGINE = ReplacingMergeTree(updated_at) ORDER BY state_id "
+                    + "SETTINGS non_replicated_deduplication_window = 1000");
+            // Plain MergeTree: one part per claim, and the persisted block number gives the commit order (ClaimLock).
+            ch.execute("CREATE TABLE IF NOT EXISTS " + claims + " ("
+                    + "state_id String, token String, kind Enum8('claim' = 1, 'release' = 2), at DateTime64(3) DEFAULT now64(3)) "
+                    + "ENGINE = MergeTree ORDER BY (state_id, at) TTL toDateTime(at) + INTERVAL 1 DAY "
+                    + "SETTINGS enable_block_number_column = 1");
+            probe = probe(ch);
+        }
+        if (!List.of(probe.stateColumns.split(",")).containsAll(STATE_COLUMNS)) {
             throw new BridgeException(ErrorCode.CONFIGURATION, "Table " + schema + "." + stateName + " exists but is not a "
                     + "state table (it needs columns " + String.join(", ", STATE_COLUMNS.stream().sorted().toList())
                     + "). Set state_backend.clickhouse.table to another name.");
         }
-        String engineWhere = " WHERE database = " + Sql.literal(schema) + " AND name = " + Sql.literal(stateName);
-        String[] table = ch.queryOne("SELECT engine, create_table_query FROM system.tables" + engineWhere,
-                rs -> new String[] {rs.getString(1), rs.getString(2)});
         // A table the upstream add-on created has no deduplication window, so an insert the driver re-sends would add
         // a second version. With the window, a re-sent insert (same deduplication token) is a no-op. Set in place.
-        if ("ReplacingMergeTree".equals(table[0]) && !table[1].contains("non_replicated_deduplication_window")) {
+        if ("ReplacingMergeTree".equals(probe.stateEngine) && !probe.stateCreate.contains("non_replicated_deduplication_window")) {
             ch.execute("ALTER TABLE " + state + " MODIFY SETTING non_replicated_deduplication_window = 1000");
         }
+        return new Found(probe.serverVersion, probe.claimsEngine);
+    }
+
+    private record Probe(String serverVersion, String stateEngine, String stateCreate, String stateColumns,
+                         String claimsEngine) {
+    }
+
+    private Probe probe(ClickHouse ch) {
+        String db = Sql.literal(schema);
+        String table = " FROM system.tables WHERE database = " + db + " AND name = ";
+        return ch.queryOne("SELECT version(), "
+                + "(SELECT any(engine)" + table + Sql.literal(stateName) + "), "
+                + "(SELECT any(create_table_query)" + table + Sql.literal(stateName) + "), "
+                + "(SELECT arrayStringConcat(groupArray(name), ',') FROM system.columns WHERE database = " + db
+                + " AND table = " + Sql.literal(stateName) + "), "
+                + "(SELECT any(engine)" + table + Sql.literal(claimsName) + ")",
+                rs -> new Probe(rs.getString(1), rs.getString(2), rs.getString(3), rs.getString(4), rs.getString(5)));
     }
 }

@@ -1,6 +1,7 @@
 package io.github.chstate.bridge.it;
 
 import com.fasterxml.jackson.databind.ObjectMapper;
+import io.github.chstate.bridge.protocol.Json;
 import io.github.chstate.bridge.BridgeException;
 import io.github.chstate.bridge.ErrorCode;
 import io.github.chstate.bridge.protocol.BridgeService;
@@ -23,7 +24,7 @@ import static org.junit.jupiter.api.Assertions.assertTrue;
 class LockIntegrationTest {
     private static final int PROCESSES = 8;
     private static final int ROUNDS = 100;
-    private final ObjectMapper json = new ObjectMapper();
+    private final ObjectMapper json = Json.mapper();
 
     @Test
     void eightProcessesNeverHoldTheLockAtOnce() throws Exception {

@@ -1,6 +1,7 @@
 package io.github.chstate.bridge.it;
 
 import com.fasterxml.jackson.databind.ObjectMapper;
+import io.github.chstate.bridge.protocol.Json;
 import io.github.chstate.bridge.protocol.BridgeService;
 
 import java.util.Map;
@@ -12,7 +13,7 @@ import java.util.Map;
  */
 public final class LockStressWorker {
     public static void main(String[] args) throws Exception {
-        ObjectMapper json = new ObjectMapper();
+        ObjectMapper json = Json.mapper();
         @SuppressWarnings("unchecked")
         Map<String, Object> settings = json.readValue(System.in, Map.class);
         int rounds = Integer.parseInt(args[1]);

@@ -1,6 +1,7 @@
 package io.github.chstate.bridge.it;
 
 import com.fasterxml.jackson.databind.ObjectMapper;
+import io.github.chstate.bridge.protocol.Json;
 import com.fasterxml.jackson.databind.node.ObjectNode;
 import io.github.chstate.bridge.BridgeException;
 import io.github.chstate.bridge.ErrorCode;
@@ -21,7 +22,7 @@ import static org.junit.jupiter.api.Assertions.assertThrows;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
 class StateStoreIntegrationTest {
-    private final ObjectMapper json = new ObjectMapper();
+    private final ObjectMapper json = Json.mapper();
     private Map<String, Object> settings;
     private BridgeService bridge;
 

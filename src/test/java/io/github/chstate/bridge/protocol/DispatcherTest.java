@@ -13,7 +13,7 @@ import static org.junit.jupiter.api.Assertions.assertTrue;
 
 /** Dispatch and error mapping against the real service, before initialize (no ClickHouse needed). */
 class DispatcherTest {
-    private final ObjectMapper json = new ObjectMapper();
+    private final ObjectMapper json = Json.mapper();
     private final Dispatcher dispatcher = new Dispatcher(json, new BridgeService(json));
 
     private JsonNode call(String message) throws Exception {

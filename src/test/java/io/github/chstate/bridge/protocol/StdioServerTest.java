@@ -16,7 +16,7 @@ import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
 class StdioServerTest {
-    private final ObjectMapper json = new ObjectMapper();
+    private final ObjectMapper json = Json.mapper();
 
     /** Records what was written at each flush, to prove every response is flushed on its own. */
     private static final class FlushRecorder extends OutputStream {

@@ -1,0 +1,164 @@
+"""The cost of state, side by side with Meltano's own backends (a benchmark, never a test).
+
+Run it with tests-e2e/bench/run.sh, which builds, installs and starts what it needs. It prints a markdown table
+and writes it to tests-e2e/bench/results.md.
+"""
+from __future__ import annotations
+
+import os
+import pathlib
+import platform
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.parse
+import uuid
+
+sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent.parent))
+
+import meltano_project  # noqa: E402
+from meltano.core.state_store.base import MeltanoState  # noqa: E402
+
+from meltano_state_backend_clickhouse.backend import ClickhouseStateStoreManager  # noqa: E402
+from meltano_state_backend_clickhouse.client import JsonRpcClient  # noqa: E402
+from meltano_state_backend_clickhouse.process import BridgeProcess  # noqa: E402
+
+RESULTS = pathlib.Path(__file__).resolve().parent / "results.md"
+
+
+def ms(seconds: float) -> float:
+    return seconds * 1000
+
+
+def percentile(samples: list[float], q: float) -> float:
+    ordered = sorted(samples)
+    return ordered[min(len(ordered) - 1, int(round(q * (len(ordered) - 1))))]
+
+
+def timed(n: int, fn) -> list[float]:
+    samples = []
+    for i in range(n):
+        t0 = time.perf_counter()
+        fn(i)
+        samples.append(ms(time.perf_counter() - t0))
+    return samples
+
+
+def state_uri(url: str, database: str = "default") -> str:
+    parts = urllib.parse.urlsplit(url)
+    return f"clickhouse://{parts.username or 'default'}:{parts.password or ''}@{parts.hostname}:{parts.port}/{database}"
+
+
+class Table:
+    def __init__(self):
+        self.rows: list[str] = []
+
+    def add(self, *cells):
+        self.rows.append("| " + " | ".join(str(c) for c in cells) + " |")
+
+
+def bridge_start(uri: str, schema: str, table: Table):
+    settings = {"uri": uri, "schema": schema}
+    starts = []
+    for _ in range(6):
+        t0 = time.perf_counter()
+        client = JsonRpcClient(BridgeProcess())
+        client.call("initialize", {"settings": settings})
+        starts.append(ms(time.perf_counter() - t0))
+        client.process.stop()
+    table.add("1. bridge start → `initialize` answered, cold (first start)", f"{starts[0]:.0f} ms", "", "")
+    table.add("1. bridge start → `initialize` answered, warm (median of 5 more)", f"{statistics.median(starts[1:]):.0f} ms", "", "")
+
+
+def through_the_shim(uri: str, schema: str, table: Table, n: int):
+    manager = ClickhouseStateStoreManager(uri=uri, schema=schema)
+    bookmark = {"singer_state": {"bookmarks": {"s": {"replication_key": "id", "replication_key_value": 0}}}}
+
+    def set_(i):
+        bookmark["singer_state"]["bookmarks"]["s"]["replication_key_value"] = i
+        manager.set(MeltanoState("bench:set", {}, bookmark))
+
+    def update(i):
+        manager.update(MeltanoState("bench:update", {"singer_state": {"bookmarks": {"s": {"v": i}}}}, {}))
+
+    timed(30, set_)  # warm-up
+    results = {"get": timed(n, lambda i: manager.get("bench:set")), "set": timed(n, set_),
+               "update (Meltano's lock + get + merge + set)": timed(n, update)}
+    manager.set_all([MeltanoState(f"ids:{i:05d}", {}, {"i": i}) for i in range(10_000)])
+    results["get_state_ids over 10,000 ids"] = timed(max(20, n // 20), lambda i: list(manager.get_state_ids("ids:*")))
+    for name, samples in results.items():
+        table.add(f"2. shim `{name}` (n={len(samples)})", f"p50 {percentile(samples, .5):.1f} ms",
+                  f"p99 {percentile(samples, .99):.1f} ms", "")
+
+    big = {"singer_state": {"blob": "x" * (20 * 1024 * 1024)}}
+    t0 = time.perf_counter()
+    manager.set(MeltanoState("bench:20mb", {}, big))
+    got = manager.get("bench:20mb")
+    round_trip = ms(time.perf_counter() - t0)
+    assert got.completed_state == big
+    table.add("5. 20 MB state: set + get round trip", f"{round_trip:.0f} ms", "", "")
+    manager.close()
+
+
+def meltano_cli(uri: str, schema: str, table: Table, runs: int):
+    work = pathlib.Path(tempfile.mkdtemp(prefix="bench-meltano-"))
+    project = meltano_project.create(work / "project")
+    backends = {"systemdb": {}, "file://": {"MELTANO_STATE_BACKEND_URI": f"file://{work}/state"},
+                "clickhouse": {"MELTANO_STATE_BACKEND_URI": uri, "MELTANO_STATE_BACKEND_CLICKHOUSE_SCHEMA": schema}}
+
+    def meltano(env, *args):
+        t0 = time.perf_counter()
+        subprocess.run([meltano_project.meltano_executable(), *args], cwd=project, check=True, capture_output=True,
+                       env=meltano_project.clean_env(**env))
+        return time.perf_counter() - t0
+
+    state = '{"singer_state": {"bookmarks": {"s": {"replication_key_value": 1}}}}'
+    for command in ("set", "get"):
+        medians = {}
+        for name, env in backends.items():
+            meltano(env, "state", "set", "--force", "dev:bench", state)
+            args = ["state", "set", "--force", "dev:bench", state] if command == "set" else ["state", "get", "dev:bench"]
+            medians[name] = statistics.median(meltano(env, *args) for _ in range(runs))
+        base = medians["systemdb"]
+        table.add(f"3. `meltano state {command}` wall time (median of {runs})",
+                  f"clickhouse {ms(medians['clickhouse']):.0f} ms", f"systemdb {ms(base):.0f} ms, file {ms(medians['file://']):.0f} ms",
+                  f"{medians['clickhouse'] / base:.2f}× systemdb, {medians['file://'] / base:.2f}× for file")
+
+    meltano_project.write_rows(project, 1, 1000)
+    yml = project / "meltano.yml"
+    yml.write_text(yml.read_text().replace(f"path: {project}/rows.csv", f"path: {project}/rows.csv\n      state_every: 1"))
+    totals = {}
+    for name in ("systemdb", "clickhouse"):
+        meltano(backends[name], "state", "clear", "--force", "dev:tap-csvlite-to-target-jsonlite")
+        totals[name] = meltano(backends[name], "run", "tap-csvlite", "target-jsonlite")
+    table.add("4. `meltano run`, tap emitting 1,000 STATE messages", f"clickhouse {totals['clickhouse']:.1f} s",
+              f"systemdb {totals['systemdb']:.1f} s", f"{totals['clickhouse'] / totals['systemdb']:.2f}× systemdb")
+
+
+def machine() -> str:
+    cpu = next((line.split(":", 1)[1].strip() for line in open("/proc/cpuinfo") if line.startswith("model name")), "?")
+    mem = int(next(line.split()[1] for line in open("/proc/meminfo") if line.startswith("MemTotal"))) // 1024 // 1024
+    java = subprocess.run(["java", "-version"], capture_output=True, text=True).stderr.splitlines()[0]
+    return (f"{os.cpu_count()} cores ({cpu}), {mem} GiB, {platform.system()} {platform.release()}, Python "
+            f"{platform.python_version()}, {java}, server: {os.environ.get('BENCH_SERVER', 'CLICKHOUSE_URL')}")
+
+
+def main():
+    url = os.environ["CLICKHOUSE_URL"]
+    uri = state_uri(url)
+    schema = "bench_" + uuid.uuid4().hex[:8]
+    n = int(os.environ.get("BENCH_N", "300"))
+    table = Table()
+    bridge_start(uri, schema, table)
+    through_the_shim(uri, schema, table, n)
+    meltano_cli(uri, schema, table, runs=int(os.environ.get("BENCH_RUNS", "5")))
+    text = "\n".join([f"Measured {time.strftime('%Y-%m-%d')} on {machine()}.", "",
+                      "| measure | result | compared with | ratio |", "|---|---|---|---|", *table.rows, ""])
+    print(text)
+    RESULTS.write_text(text)
+
+
+if __name__ == "__main__":
+    main()
