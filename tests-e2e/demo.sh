@@ -4,21 +4,20 @@
 set -euo pipefail
 repo="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$repo"
-venv="$repo/.venv"
-work="$(mktemp -d)"
-trap 'if [ -f "$work/server.pid" ]; then kill "$(cat "$work/server.pid")" 2>/dev/null || true; fi' EXIT
+source tests-e2e/setup.sh
+work="$(scratch_dir)"
+trap 'stop_local_clickhouse "$work"; rm -rf "$work"' EXIT
 say() { printf '\n\033[1m== %s\033[0m\n' "$*"; }
 
 say "Build the Java bridge"
 ./mvnw -q -B -ntp package -DskipTests
 
 say "Install Meltano, the local ClickHouse and the ClickHouse state backend into $venv"
-[ -x "$venv/bin/python" ] || python3 -m venv "$venv"
-"$venv/bin/python" -m pip install -q --disable-pip-version-check -r tests-e2e/requirements.txt
-"$venv/bin/python" -m pip install -q --disable-pip-version-check --force-reinstall --no-deps ./python-shim
+install_requirements
+install_shim
 
 say "Start the local ClickHouse"
-eval "$(PYTHON="$venv/bin/python" tests-e2e/start-clickhouse.sh "$work")"
+start_local_clickhouse "$work"
 echo "$CLICKHOUSE_URL"
 uri="clickhouse://default:@${CLICKHOUSE_URL#*@}/default"
 

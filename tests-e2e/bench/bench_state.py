@@ -13,12 +13,12 @@ import subprocess
 import sys
 import tempfile
 import time
-import urllib.parse
 import uuid
 
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent.parent))
 
 import meltano_project  # noqa: E402
+from chdb_server.testing import Endpoint  # noqa: E402
 from meltano.core.state_store.base import MeltanoState  # noqa: E402
 
 from meltano_state_backend_clickhouse.backend import ClickhouseStateStoreManager  # noqa: E402
@@ -44,11 +44,6 @@ def timed(n: int, fn) -> list[float]:
         fn(i)
         samples.append(ms(time.perf_counter() - t0))
     return samples
-
-
-def state_uri(url: str, database: str = "default") -> str:
-    parts = urllib.parse.urlsplit(url)
-    return f"clickhouse://{parts.username or 'default'}:{parts.password or ''}@{parts.hostname}:{parts.port}/{database}"
 
 
 class Table:
@@ -124,7 +119,7 @@ def meltano_cli(uri: str, schema: str, table: Table, runs: int):
         base = medians["systemdb"]
         table.add(f"3. `meltano state {command}` wall time (median of {runs})",
                   f"clickhouse {ms(medians['clickhouse']):.0f} ms", f"systemdb {ms(base):.0f} ms, file {ms(medians['file://']):.0f} ms",
-                  f"{medians['clickhouse'] / base:.2f}× systemdb, {medians['file://'] / base:.2f}× for file")
+                  f"ours {medians['clickhouse'] / base:.2f}×, file {medians['file://'] / base:.2f}× (of systemdb)")
 
     meltano_project.write_rows(project, 1, 1000)
     yml = project / "meltano.yml"
@@ -147,7 +142,7 @@ def machine() -> str:
 
 def main():
     url = os.environ["CLICKHOUSE_URL"]
-    uri = state_uri(url)
+    uri = Endpoint(url).state_uri()
     schema = "bench_" + uuid.uuid4().hex[:8]
     n = int(os.environ.get("BENCH_N", "300"))
     table = Table()

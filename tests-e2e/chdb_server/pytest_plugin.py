@@ -5,29 +5,10 @@ Used by tests-e2e/ and python-shim/tests/ alike: `pytest_plugins = ["chdb_server
 from __future__ import annotations
 
 import os
-import urllib.parse
 
 import pytest
 
-from .testing import LocalClickHouse
-
-
-class Endpoint:
-    """Where a ClickHouse answers, with its credentials."""
-
-    def __init__(self, url: str):
-        parts = urllib.parse.urlsplit(url)
-        self.secure = parts.scheme == "https"
-        self.host = parts.hostname
-        self.port = parts.port or (8443 if self.secure else 8123)
-        self.user = urllib.parse.unquote(parts.username or "default")
-        self.password = urllib.parse.unquote(parts.password or "")
-        self.http_url = f"{parts.scheme}://{self.host}:{self.port}"
-
-    def state_uri(self, database: str = "default") -> str:
-        user = urllib.parse.quote(self.user, safe="")
-        password = urllib.parse.quote(self.password, safe="")
-        return f"clickhouse://{user}:{password}@{self.host}:{self.port}/{database}"
+from .testing import Endpoint, LocalClickHouse
 
 
 @pytest.fixture(scope="session")

@@ -5,7 +5,7 @@ import json
 import os
 import subprocess
 import sys
-import time
+import urllib.parse
 import urllib.request
 
 HERE = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -54,12 +54,20 @@ class LocalClickHouse:
         request = urllib.request.Request(self.url + "/__faults__", data=json.dumps(spec).encode(), method="POST")
         urllib.request.urlopen(request, timeout=10).read()
 
-    def wait_ready(self, timeout: float = 30):
-        deadline = time.time() + timeout
-        while time.time() < deadline:
-            try:
-                urllib.request.urlopen(self.url + "/ping", timeout=2).read()
-                return
-            except OSError:
-                time.sleep(0.1)
-        raise RuntimeError(f"{self.url} did not answer /ping")
+
+class Endpoint:
+    """Where a ClickHouse answers, with its credentials."""
+
+    def __init__(self, url: str):
+        parts = urllib.parse.urlsplit(url)
+        self.secure = parts.scheme == "https"
+        self.host = parts.hostname
+        self.port = parts.port or (8443 if self.secure else 8123)
+        self.user = urllib.parse.unquote(parts.username or "default")
+        self.password = urllib.parse.unquote(parts.password or "")
+        self.http_url = f"{parts.scheme}://{self.host}:{self.port}"
+
+    def state_uri(self, database: str = "default") -> str:
+        user = urllib.parse.quote(self.user, safe="")
+        password = urllib.parse.quote(self.password, safe="")
+        return f"clickhouse://{user}:{password}@{self.host}:{self.port}/{database}"

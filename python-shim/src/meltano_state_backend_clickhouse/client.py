@@ -74,7 +74,6 @@ class SharedBridge:
         self._lock = threading.Lock()
         self._client: JsonRpcClient | None = None
         self.users = 0
-        self.server_info: dict = {}
 
     @classmethod
     def acquire(cls, settings: dict) -> SharedBridge:
@@ -85,7 +84,7 @@ class SharedBridge:
                 bridge = cls._registry[key] = SharedBridge(settings)
             bridge.users += 1
         try:
-            bridge._ensure_running(restart=False)
+            bridge._ensure_running()
         except BaseException:
             bridge.release()
             raise
@@ -101,9 +100,9 @@ class SharedBridge:
         self.stop()
 
     def call(self, method: str, params: dict | None = None) -> t.Any:
-        return self._ensure_running(restart=True).call(method, params)
+        return self._ensure_running().call(method, params)
 
-    def _ensure_running(self, *, restart: bool) -> JsonRpcClient:
+    def _ensure_running(self) -> JsonRpcClient:
         with self._lock:
             if self._client is not None and self._client.process.exit_code() is None:
                 return self._client
@@ -112,7 +111,7 @@ class SharedBridge:
                                self._client.process.pid, self._client.process.describe_exit())
             self._client = JsonRpcClient(BridgeProcess())
             try:
-                self.server_info = self._client.call("initialize", {"settings": self._settings})
+                self._client.call("initialize", {"settings": self._settings})
             except BaseException:
                 self._client.process.stop()
                 self._client = None
