@@ -12,7 +12,7 @@ from meltano.core.state_store.base import (
     StateStoreManager,
 )
 
-from . import client
+from . import client, settings
 from .client import BridgeError, SharedBridge
 
 if t.TYPE_CHECKING:
@@ -21,8 +21,8 @@ if t.TYPE_CHECKING:
 # No bridge outlives the interpreter, whether or not Meltano called close().
 atexit.register(SharedBridge.stop_all)
 
-SETTING_KEYS = ("host", "port", "database", "user", "password", "secure", "schema", "table", "ca_cert",
-                "connect_timeout_seconds", "query_timeout_seconds", "lock_wait_seconds")
+# The constructor kwargs Meltano passes for our `state_backend.clickhouse.<key>` settings.
+SETTING_KEYS = tuple(definition.name.rsplit(".", 1)[1] for definition in settings.ALL)
 
 
 class ClickHouseStateBackendError(Exception):
@@ -54,12 +54,12 @@ class ClickhouseStateStoreManager(StateStoreManager):
 
     def __init__(self, uri: str, *, lock_timeout_seconds: int = 10, lock_retry_seconds: int = 1,
                  **kwargs: t.Any):
-        settings = {key: kwargs.pop(key) for key in SETTING_KEYS if key in kwargs}
+        given = {key: kwargs.pop(key) for key in SETTING_KEYS if key in kwargs}
         super().__init__(**kwargs)
         self.uri = uri
         self.settings = {"uri": uri, "lock_timeout_seconds": lock_timeout_seconds,
                          "lock_retry_seconds": lock_retry_seconds,
-                         **{k: v for k, v in settings.items() if v is not None}}
+                         **{k: v for k, v in given.items() if v is not None}}
         try:
             self._bridge: SharedBridge | None = SharedBridge.acquire(self.settings)
         except BridgeError as error:

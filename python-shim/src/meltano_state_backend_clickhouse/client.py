@@ -8,10 +8,7 @@ import typing as t
 
 from .process import BridgeProcess, logger
 
-# The protocol's error codes (README.md, "Protocol").
-CONFIGURATION = -32001
-UNREACHABLE = -32002
-AUTHENTICATION = -32003
+# The protocol's error codes (README.md, "Protocol") that Meltano has exceptions of its own for.
 LOCK_NOT_ACQUIRED = -32004
 MISSING_SETTING = -32007
 
@@ -69,7 +66,8 @@ class SharedBridge:
     _registry: dict[str, SharedBridge] = {}
     _registry_lock = threading.Lock()
 
-    def __init__(self, settings: dict):
+    def __init__(self, key: str, settings: dict):
+        self._key = key
         self._settings = settings
         self._lock = threading.Lock()
         self._client: JsonRpcClient | None = None
@@ -81,7 +79,7 @@ class SharedBridge:
         with cls._registry_lock:
             bridge = cls._registry.get(key)
             if bridge is None:
-                bridge = cls._registry[key] = SharedBridge(settings)
+                bridge = cls._registry[key] = SharedBridge(key, settings)
             bridge.users += 1
         try:
             bridge._ensure_running()
@@ -95,8 +93,8 @@ class SharedBridge:
             self.users -= 1
             if self.users > 0:
                 return
-            for key in [k for k, v in SharedBridge._registry.items() if v is self]:
-                del SharedBridge._registry[key]
+            if SharedBridge._registry.get(self._key) is self:
+                del SharedBridge._registry[self._key]
         self.stop()
 
     def call(self, method: str, params: dict | None = None) -> t.Any:
