@@ -9,6 +9,7 @@ import java.time.Duration;
  * @param schema       the database that holds the state tables
  * @param lockTimeout  age after which a lock is stale and may be taken over
  * @param lockWait     how long acquire_lock keeps trying before it gives up
+ * @param cluster      the cluster for {@code ON CLUSTER} DDL and Replicated engines, or null for a single node
  */
 public record Settings(
         String host,
@@ -24,7 +25,8 @@ public record Settings(
         Duration queryTimeout,
         Duration lockTimeout,
         Duration lockRetry,
-        Duration lockWait) {
+        Duration lockWait,
+        String cluster) {
 
     /** The JDBC URL, without credentials. */
     public String jdbcUrl() {

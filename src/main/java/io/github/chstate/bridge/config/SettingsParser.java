@@ -21,7 +21,7 @@ public final class SettingsParser {
     public static final Set<String> KEYS = Set.of(
             "uri", "host", "port", "database", "user", "password", "secure", "ca_cert", "schema", "table",
             "connect_timeout_seconds", "query_timeout_seconds",
-            "lock_timeout_seconds", "lock_retry_seconds", "lock_wait_seconds");
+            "lock_timeout_seconds", "lock_retry_seconds", "lock_wait_seconds", "cluster");
 
     private static final Pattern NAME = Pattern.compile("[A-Za-z_][A-Za-z0-9_]*");
 
@@ -53,7 +53,8 @@ public final class SettingsParser {
                 v.seconds("query_timeout_seconds", 30),
                 v.seconds("lock_timeout_seconds", 10),
                 v.seconds("lock_retry_seconds", 1),
-                v.seconds("lock_wait_seconds", 30));
+                v.seconds("lock_wait_seconds", 30),
+                v.string("cluster", null));
     }
 
     static BridgeException bad(String key, String problem) {

@@ -15,6 +15,7 @@ public final class StdioServer {
     private final OutputStream out;
     private final Dispatcher dispatcher;
     private final BooleanSupplier stopRequested;
+    private final ByteArrayOutputStream buffer = new ByteArrayOutputStream(8192);
 
     public StdioServer(InputStream in, OutputStream out, Dispatcher dispatcher, BooleanSupplier stopRequested) {
         this.in = in;
@@ -38,8 +39,6 @@ public final class StdioServer {
             }
         }
     }
-
-    private final ByteArrayOutputStream buffer = new ByteArrayOutputStream(8192);
 
     private byte[] readLine() throws IOException {
         buffer.reset();

@@ -19,6 +19,7 @@ public final class Tables {
     final String claims;
     private final String stateName;
     private final String claimsName;
+    private final String onCluster;
 
     public Tables(Settings settings) {
         this.schema = settings.schema();
@@ -26,6 +27,28 @@ public final class Tables {
         this.claimsName = settings.table() + "_claims";
         this.state = Sql.identifier(schema) + "." + Sql.identifier(stateName);
         this.claims = Sql.identifier(schema) + "." + Sql.identifier(claimsName);
+        this.onCluster = settings.cluster() == null ? "" : " ON CLUSTER " + Sql.identifier(settings.cluster());
+    }
+
+    /**
+     * The DDL, idempotent. With a cluster: {@code ON CLUSTER} and Replicated engines, which deduplicate re-sent
+     * inserts by themselves (the lock's guarantee does not hold there; see {@link ClaimLock}).
+     */
+    List<String> createStatements() {
+        boolean replicated = !onCluster.isEmpty();
+        String path = "'/clickhouse/tables/{shard}/{database}/{table}', '{replica}'";
+        return List.of(
+                "CREATE DATABASE IF NOT EXISTS " + Sql.identifier(schema) + onCluster,
+                "CREATE TABLE IF NOT EXISTS " + state + onCluster + " ("
+                        + "state_id String, partial_state Nullable(String), completed_state Nullable(String), "
+                        + "updated_at DateTime64(3) DEFAULT now64(3)) ENGINE = "
+                        + (replicated ? "ReplicatedReplacingMergeTree(" + path + ", updated_at)" : "ReplacingMergeTree(updated_at)")
+                        + " ORDER BY state_id" + (replicated ? "" : " SETTINGS non_replicated_deduplication_window = 1000"),
+                // One part per claim; the persisted block number gives the commit order (ClaimLock).
+                "CREATE TABLE IF NOT EXISTS " + claims + onCluster + " ("
+                        + "state_id String, token String, kind Enum8('claim' = 1, 'release' = 2), at DateTime64(3) DEFAULT now64(3)) "
+                        + "ENGINE = " + (replicated ? "ReplicatedMergeTree(" + path + ")" : "MergeTree")
+                        + " ORDER BY (state_id, at) TTL toDateTime(at) + INTERVAL 1 DAY SETTINGS enable_block_number_column = 1");
     }
 
     /** What {@link #ensure} found: the server's version and the lock table's engine. */
@@ -39,17 +62,7 @@ public final class Tables {
     public Found ensure(ClickHouse ch) {
         Probe probe = probe(ch);
         if (probe.stateEngine.isEmpty() || probe.claimsEngine.isEmpty()) {
-            ch.execute("CREATE DATABASE IF NOT EXISTS " + Sql.identifier(schema));
-            ch.execute("CREATE TABLE IF NOT EXISTS " + state + " ("
-                    + "state_id String, partial_state Nullable(String), completed_state Nullable(String), "
-                    + "updated_at DateTime64(3) DEFAULT now64(3)) "
-                    + "ENGINE = ReplacingMergeTree(updated_at) ORDER BY state_id "
-                    + "SETTINGS non_replicated_deduplication_window = 1000");
-            // Plain MergeTree: one part per claim, and the persisted block number gives the commit order (ClaimLock).
-            ch.execute("CREATE TABLE IF NOT EXISTS " + claims + " ("
-                    + "state_id String, token String, kind Enum8('claim' = 1, 'release' = 2), at DateTime64(3) DEFAULT now64(3)) "
-                    + "ENGINE = MergeTree ORDER BY (state_id, at) TTL toDateTime(at) + INTERVAL 1 DAY "
-                    + "SETTINGS enable_block_number_column = 1");
+            createStatements().forEach(ch::execute);
             probe = probe(ch);
         }
         if (!List.of(probe.stateColumns.split(",")).containsAll(STATE_COLUMNS)) {
@@ -60,7 +73,7 @@ public final class Tables {
         // A table the upstream add-on created has no deduplication window, so an insert the driver re-sends would add
         // a second version. With the window, a re-sent insert (same deduplication token) is a no-op. Set in place.
         if ("ReplacingMergeTree".equals(probe.stateEngine) && !probe.stateCreate.contains("non_replicated_deduplication_window")) {
-            ch.execute("ALTER TABLE " + state + " MODIFY SETTING non_replicated_deduplication_window = 1000");
+            ch.execute("ALTER TABLE " + state + onCluster + " MODIFY SETTING non_replicated_deduplication_window = 1000");
         }
         return new Found(probe.serverVersion, probe.claimsEngine);
     }
