@@ -60,7 +60,7 @@ public final class ClickHouse implements AutoCloseable {
         try {
             pool = new HikariDataSource(config);
         } catch (HikariPool.PoolInitializationException e) {
-            throw translate(e.getCause() != null ? e.getCause() : e, "connect");
+            throw translate(e.getCause() != null ? e.getCause() : e);
         }
     }
 
@@ -68,7 +68,7 @@ public final class ClickHouse implements AutoCloseable {
         try (Connection c = pool.getConnection(); Statement st = c.createStatement()) {
             st.execute(sql);
         } catch (SQLException | RuntimeException e) {
-            throw translate(e, sql);
+            throw translate(e);
         }
     }
 
@@ -80,7 +80,7 @@ public final class ClickHouse implements AutoCloseable {
             }
             return out;
         } catch (SQLException | RuntimeException e) {
-            throw translate(e, sql);
+            throw translate(e);
         }
     }
 
@@ -95,7 +95,7 @@ public final class ClickHouse implements AutoCloseable {
     }
 
     /** What went wrong, in words a user can act on; the SQL itself is not repeated (it may hold state). */
-    BridgeException translate(Throwable e, String sql) {
+    private BridgeException translate(Throwable e) {
         if (e instanceof BridgeException be) {
             return be;
         }
