@@ -79,7 +79,7 @@ class Engine:
         for name in settings:
             if not _SETTING_NAME.match(name):
                 raise ClickHouseError(115, f"Code: 115. DB::Exception: Unknown setting '{name}'. (UNKNOWN_SETTING)")
-        found = _TRAILING_FORMAT.search(sql)
+        found = _TRAILING_FORMAT.search(sql[-512:])  # only the end can hold it; a state may make sql 20 MB long
         out_format = found.group(1) if found else fmt
         with self._lock:
             spool = None

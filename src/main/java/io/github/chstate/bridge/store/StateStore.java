@@ -34,13 +34,16 @@ public final class StateStore {
     }
 
     public StoredState get(String stateId) {
-        return ch.queryOne("SELECT state_id, partial_state, completed_state FROM " + tables.state + " FINAL WHERE state_id = "
-                + Sql.literal(stateId), this::row);
+        return ch.queryOne(selectStates() + " WHERE state_id = " + Sql.literal(stateId), this::row);
     }
 
     public List<StoredState> getAll(String pattern) {
-        return ch.query("SELECT state_id, partial_state, completed_state FROM " + tables.state + " FINAL"
-                + matching(pattern) + " ORDER BY state_id", this::row);
+        return ch.query(selectStates() + matching(pattern) + " ORDER BY state_id", this::row);
+    }
+
+    /** What {@link #row} reads. */
+    private String selectStates() {
+        return "SELECT state_id, partial_state, completed_state FROM " + tables.state + " FINAL";
     }
 
     public List<String> stateIds(String pattern) {
