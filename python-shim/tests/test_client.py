@@ -70,3 +70,58 @@ def test_a_missing_jar_names_the_variable(monkeypatch, tmp_path):
     monkeypatch.setenv(process.JAR_ENV, str(tmp_path / "nope.jar"))
     with pytest.raises(process.BridgeStartError, match=process.JAR_ENV):
         process.BridgeProcess()
+
+
+
+def _mapped(pid: int, path) -> bool:
+    with open(f"/proc/{pid}/maps") as maps:
+        return str(path) in maps.read()
+
+
+def _connected_bridge(clickhouse) -> process.BridgeProcess:
+    bridge = process.BridgeProcess()
+    JsonRpcClient(bridge).call("initialize", {"settings": {"uri": clickhouse.state_uri(), "schema": "shim_archive"}})
+    return bridge
+
+
+@pytest.fixture
+def archive(monkeypatch, tmp_path):
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
+    path = process.archive_path(process.find_java(), process.find_jar())
+    assert path.parent.parent == tmp_path
+    return path
+
+
+def test_the_first_connected_bridge_writes_a_class_archive_that_later_bridges_map(clickhouse, archive):
+    unconnected = process.BridgeProcess()
+    JsonRpcClient(unconnected).call("ping")
+    unconnected.stop()
+    assert not archive.exists()  # it would hold too few classes to help
+
+    _connected_bridge(clickhouse).stop()
+    assert archive.is_file()
+    assert [p.name for p in archive.parent.iterdir()] == [archive.name]  # no temporary file left
+
+    second = _connected_bridge(clickhouse)
+    try:
+        assert _mapped(second.pid, archive)
+    finally:
+        second.stop()
+
+
+def test_a_bridge_killed_before_its_exit_leaves_no_archive(clickhouse, archive):
+    bridge = _connected_bridge(clickhouse)
+    os.kill(bridge.pid, signal.SIGKILL)
+    bridge.stop()
+    assert list(archive.parent.iterdir()) == []
+
+
+def test_a_damaged_archive_is_reported_and_removed(clickhouse, archive):
+    _connected_bridge(clickhouse).stop()
+    archive.write_bytes(archive.read_bytes()[: archive.stat().st_size // 3])  # as a full disk would leave it
+
+    with pytest.raises(BridgeDiedError, match="was removed in case it was damaged"):
+        JsonRpcClient(process.BridgeProcess()).call("ping")
+    assert not archive.exists()
+    _connected_bridge(clickhouse).stop()  # the next one writes a new archive
+    assert archive.is_file()

@@ -47,7 +47,12 @@ class JsonRpcClient:
             if not line:
                 raise BridgeDiedError(f"The ClickHouse state bridge (pid {self.process.pid}) exited during "
                                       f"'{method}': {self.process.describe_exit()}. Nothing was returned for this call.")
-        response = json.loads(line)
+        try:
+            response = json.loads(line)
+        except ValueError:  # e.g. the JVM's own crash report, which it writes to stdout
+            self.process.stop(timeout=1)  # the stream is out of step: this bridge is of no more use
+            raise BridgeDiedError(f"The ClickHouse state bridge (pid {self.process.pid}) wrote something that is not "
+                                  f"JSON-RPC during '{method}': {line[:200]!r}; {self.process.describe_exit()}.") from None
         if response.get("id") is None and "error" in response:
             pass  # the bridge could not read the request (a parse error has no id): report its error below
         elif response.get("id") != request_id:
@@ -57,6 +62,8 @@ class JsonRpcClient:
             error = response["error"]
             raise BridgeError(error.get("code", 0), error.get("message", "unknown error"),
                               (error.get("data") or {}).get("kind", ""))
+        if method == "initialize":
+            self.process.initialized = True
         return response.get("result")
 
 

@@ -1,12 +1,15 @@
 """Starts the Java bridge and forwards its stderr to Python logging."""
 from __future__ import annotations
 
+import hashlib
 import logging
 import os
 import pathlib
 import shutil
 import subprocess
+import tempfile
 import threading
+import uuid
 
 logger = logging.getLogger("meltano_state_backend_clickhouse.bridge")
 
@@ -15,9 +18,19 @@ JAR = pathlib.Path(__file__).parent / "bridge" / "meltano-clickhouse-bridge.jar"
 # Only what the JVM needs: never the caller's MELTANO_* variables, which may hold the password.
 _ENV_KEPT = ("PATH", "HOME", "LANG", "LC_ALL", "TZ", "TMPDIR", "JAVA_HOME")
 # The JVM's own warnings go to stdout by default, which is the protocol channel: send them to stderr.
-_JVM_OPTIONS = ["-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1", "-Xshare:auto", "-Xlog:disable", "-Xlog:all=warning:stderr"]
+_JVM_OPTIONS = ["-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1", "-Xshare:auto", "-Xlog:disable", "-Xlog:all=warning:stderr",
+                # a crash report goes to the temp folder, not to the Meltano project the bridge was started in
+                f"-XX:ErrorFile={tempfile.gettempdir()}/meltano-clickhouse-bridge-hs_err_%p.log"]
 _LEVELS = {"TRACE": logging.DEBUG, "DEBUG": logging.DEBUG, "INFO": logging.INFO, "WARN": logging.WARNING,
            "ERROR": logging.ERROR}
+
+
+def archive_path(java: str, jar: pathlib.Path) -> pathlib.Path:
+    """Where the class data archive for this Java and this jar lives: a new JDK or jar gets a new file."""
+    java_file, jar_file = pathlib.Path(java).resolve(), jar.resolve()
+    identity = "|".join(f"{f}:{f.stat().st_size}:{f.stat().st_mtime_ns}" for f in (java_file, jar_file))
+    cache = pathlib.Path(os.environ.get("XDG_CACHE_HOME") or pathlib.Path.home() / ".cache")
+    return cache / "meltano-state-backend-clickhouse" / f"bridge-{hashlib.sha256(identity.encode()).hexdigest()[:16]}.jsa"
 
 
 class BridgeStartError(RuntimeError):
@@ -47,23 +60,58 @@ def find_jar() -> pathlib.Path:
 
 
 class BridgeProcess:
-    """One running bridge. Its stdin is ours alone: when this process dies, however, the bridge sees EOF and exits."""
+    """One running bridge. Its stdin is ours alone: when this process dies, however, the bridge sees EOF and exits.
+
+    Start-up time is mostly class loading, so the bridge uses an AppCDS archive of the classes it loaded before: the
+    first bridge for a Java and jar that got as far as connecting writes one when it exits, later ones map it (~2x
+    faster to `initialize`). The archive is written under a temporary name and renamed only after a clean exit,
+    because a truncated archive crashes the JVM.
+    """
 
     def __init__(self):
-        debug = logger.isEnabledFor(logging.DEBUG)
-        command = [find_java(), *_JVM_OPTIONS]
-        if debug:
+        java, jar = find_java(), find_jar()
+        command = [java, *_JVM_OPTIONS, *self._archive_options(java, jar)]
+        if logger.isEnabledFor(logging.DEBUG):
             command.append("-Dorg.slf4j.simpleLogger.defaultLogLevel=debug")
-        command += ["-jar", str(find_jar())]
+        command += ["-jar", str(jar)]
         env = {k: v for k, v in os.environ.items() if k in _ENV_KEPT}
         self._popen = subprocess.Popen(command, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                                        env=env, close_fds=True)
         self.stdin = self._popen.stdin
         self.stdout = self._popen.stdout
         self.pid = self._popen.pid
+        self.initialized = False  # set by the client when `initialize` succeeded: only then is the archive worth keeping
         self._stderr_tail: list[str] = []
         self._stderr_done = threading.Event()
         threading.Thread(target=self._forward_stderr, name=f"clickhouse-bridge-{self.pid}-stderr", daemon=True).start()
+
+    def _archive_options(self, java: str, jar: pathlib.Path) -> list[str]:
+        self._archive_dump: tuple[pathlib.Path, pathlib.Path] | None = None
+        self._archive_used: pathlib.Path | None = None
+        archive = archive_path(java, jar)
+        if archive.is_file():
+            self._archive_used = archive
+            return [f"-XX:SharedArchiveFile={archive}"]
+        try:
+            archive.parent.mkdir(parents=True, exist_ok=True)
+        except OSError as error:
+            logger.debug("No class data archive (cannot create %s: %s)", archive.parent, error)
+            return []
+        dump = archive.with_name(f"{archive.name}.{uuid.uuid4().hex}.tmp")
+        self._archive_dump = (dump, archive)
+        return [f"-XX:ArchiveClassesAtExit={dump}"]
+
+    def _finish_archive(self):
+        if self._archive_dump is None:
+            return
+        (dump, archive), self._archive_dump = self._archive_dump, None
+        try:
+            if self.initialized and self._popen.returncode == 0 and dump.is_file():
+                os.replace(dump, archive)
+            else:
+                dump.unlink(missing_ok=True)
+        except OSError as error:
+            logger.debug("Class data archive %s not kept: %s", archive, error)
 
     def _forward_stderr(self):
         for raw in self._popen.stderr:
@@ -89,7 +137,12 @@ class BridgeProcess:
         if "UnsupportedClassVersionError" in tail:
             return ("the Java runtime is too old: the ClickHouse state backend needs Java 17 or newer. Install JDK/JRE "
                     "17+ and put it on PATH or set JAVA_HOME")
-        return f"exit code {code}" + (f"; its last output: {self._stderr_tail[-1]}" if self._stderr_tail else "")
+        why = f"exit code {code}" + (f"; its last output: {self._stderr_tail[-1]}" if self._stderr_tail else "")
+        if code != 0 and self._archive_used is not None:
+            # A damaged archive crashes the JVM at start: drop it, the next bridge writes a new one.
+            self._archive_used.unlink(missing_ok=True)
+            why += f" (its class data archive {self._archive_used} was removed in case it was damaged)"
+        return why
 
     def stop(self, timeout: float = 5.0):
         """Closes stdin (the bridge exits on EOF); kills it if it has not exited in time."""
@@ -103,3 +156,4 @@ class BridgeProcess:
             self._popen.kill()
             self._popen.wait()
         self.stdout.close()
+        self._finish_archive()

@@ -6,7 +6,6 @@ import io.github.chstate.bridge.protocol.BridgeService;
 import io.github.chstate.bridge.protocol.Dispatcher;
 import io.github.chstate.bridge.protocol.StdioServer;
 
-import java.io.BufferedInputStream;
 import java.io.BufferedOutputStream;
 import java.io.FileDescriptor;
 import java.io.FileInputStream;
@@ -28,7 +27,7 @@ public final class Main {
         ObjectMapper json = Json.mapper();
         BridgeService service = new BridgeService(json);
         try (service) {
-            new StdioServer(new BufferedInputStream(new FileInputStream(FileDescriptor.in), 1 << 16), protocolOut,
+            new StdioServer(new FileInputStream(FileDescriptor.in), protocolOut,
                     new Dispatcher(json, service), service::shutdownRequested).run();
         }
         protocolOut.flush();

@@ -16,6 +16,9 @@ public final class StdioServer {
     private final Dispatcher dispatcher;
     private final BooleanSupplier stopRequested;
     private final ByteArrayOutputStream buffer = new ByteArrayOutputStream(8192);
+    private final byte[] chunk = new byte[1 << 16];
+    private int next;
+    private int end;
 
     public StdioServer(InputStream in, OutputStream out, Dispatcher dispatcher, BooleanSupplier stopRequested) {
         this.in = in;
@@ -42,14 +45,25 @@ public final class StdioServer {
 
     private byte[] readLine() throws IOException {
         buffer.reset();
-        int b;
-        while ((b = in.read()) != -1) {
-            if (b == '\n') {
+        while (true) {
+            if (next == end) {
+                end = in.read(chunk);
+                next = 0;
+                if (end == -1) {
+                    end = 0;
+                    return buffer.size() > 0 ? buffer.toByteArray() : null;
+                }
+            }
+            int start = next;
+            while (next < end && chunk[next] != '\n') {
+                next++;
+            }
+            buffer.write(chunk, start, next - start);
+            if (next < end) {
+                next++; // past the newline; what follows it stays in chunk for the next line
                 return buffer.toByteArray();
             }
-            buffer.write(b);
         }
-        return buffer.size() > 0 ? buffer.toByteArray() : null;
     }
 
     private static boolean isBlank(byte[] line) {

@@ -7,20 +7,24 @@ final class Sql {
 
     /** A ClickHouse string literal: quotes, backslashes and control characters escaped. */
     static String literal(String value) {
-        StringBuilder out = new StringBuilder(value.length() + 2).append('\'');
+        StringBuilder out = new StringBuilder(value.length() + 16).append('\'');
+        int copied = 0; // value[copied, i) needs no escape: copied in one go, which matters for 20 MB states
         for (int i = 0; i < value.length(); i++) {
-            char c = value.charAt(i);
-            switch (c) {
-                case '\'' -> out.append("\\'");
-                case '\\' -> out.append("\\\\");
-                case '\n' -> out.append("\\n");
-                case '\r' -> out.append("\\r");
-                case '\t' -> out.append("\\t");
-                case '\0' -> out.append("\\0");
-                default -> out.append(c);
+            String escape = switch (value.charAt(i)) {
+                case '\'' -> "\\'";
+                case '\\' -> "\\\\";
+                case '\n' -> "\\n";
+                case '\r' -> "\\r";
+                case '\t' -> "\\t";
+                case '\0' -> "\\0";
+                default -> null;
+            };
+            if (escape != null) {
+                out.append(value, copied, i).append(escape);
+                copied = i + 1;
             }
         }
-        return out.append('\'').toString();
+        return out.append(value, copied, value.length()).append('\'').toString();
     }
 
     /** NULL for null, else a string literal. */

@@ -7,6 +7,7 @@ import org.junit.jupiter.api.Test;
 import java.io.ByteArrayInputStream;
 import java.io.ByteArrayOutputStream;
 import java.io.IOException;
+import java.io.InputStream;
 import java.io.OutputStream;
 import java.nio.charset.StandardCharsets;
 import java.util.ArrayList;
@@ -58,6 +59,26 @@ class StdioServerTest {
         }
         assertEquals(-32700, json.readTree(out.flushed.get(50)).at("/error/code").asInt());
         assertEquals(99, json.readTree(out.flushed.get(51)).get("id").asInt());
+    }
+
+    @Test
+    void linesLongerThanTheReadBufferOrSplitAcrossReadsArriveWhole() throws Exception {
+        String big = "x".repeat(200_000);
+        String input = "{\"jsonrpc\":\"2.0\",\"id\":\"" + big + "\",\"method\":\"ping\"}\n"
+                + "{\"jsonrpc\":\"2.0\",\"id\":2,\"method\":\"ping\"}\n";
+        byte[] bytes = input.getBytes(StandardCharsets.UTF_8);
+        InputStream trickle = new ByteArrayInputStream(bytes) {
+            @Override
+            public synchronized int read(byte[] b, int off, int len) {
+                return super.read(b, off, Math.min(len, 7)); // as a pipe may deliver it
+            }
+        };
+        FlushRecorder out = new FlushRecorder();
+        BridgeService service = new BridgeService(json);
+        new StdioServer(trickle, out, new Dispatcher(json, service), service::shutdownRequested).run();
+        assertEquals(2, out.flushed.size());
+        assertEquals(big, json.readTree(out.flushed.get(0)).get("id").asText());
+        assertEquals(2, json.readTree(out.flushed.get(1)).get("id").asInt());
     }
 
     @Test
