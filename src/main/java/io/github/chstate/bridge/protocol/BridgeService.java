@@ -143,6 +143,7 @@ public final class BridgeService implements BridgeApi, AutoCloseable {
     @Override
     public synchronized void close() {
         if (clickHouse != null) {
+            lock.close();
             clickHouse.close();
             clickHouse = null;
             store = null;

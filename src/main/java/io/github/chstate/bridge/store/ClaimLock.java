@@ -3,10 +3,17 @@ package io.github.chstate.bridge.store;
 import io.github.chstate.bridge.BridgeException;
 import io.github.chstate.bridge.ErrorCode;
 
+import org.slf4j.Logger;
+import org.slf4j.LoggerFactory;
+
 import java.time.Duration;
+import java.util.List;
 import java.util.Map;
 import java.util.UUID;
 import java.util.concurrent.ConcurrentHashMap;
+import java.util.concurrent.Executors;
+import java.util.concurrent.ScheduledExecutorService;
+import java.util.concurrent.TimeUnit;
 
 /**
  * A per-state-id lock made of inserts into a plain MergeTree table ({@link Tables#claims}); no sleeping when free.
@@ -16,22 +23,52 @@ import java.util.concurrent.ConcurrentHashMap;
  * {@code retry} until its claim is first, re-claiming (release the old claim, insert a new one) before its claim could
  * grow stale, and withdrawing it when it gives up. To release, the holder inserts a {@code release} row. A claim is
  * live while it has no release row and is younger than {@code staleAfter} (checked in the query, on the server's
- * clock). Uncontended, that is two statements to acquire and one to release, and no sleeping.
+ * clock). Uncontended, that is two statements to acquire and one to release, and no sleeping; a release is kept
+ * back for a moment so that this bridge can take the same id again with one query (see {@link #release}).
  *
  * <p>Why two clients never both hold it: on a single node, a MergeTree insert gets its block number when it is
  * committed, under the table's parts lock, in commit order, and becomes visible in that same step
  * ({@code enable_block_number_column} keeps the number through merges as {@code _block_number}). Say claims X and Y
  * are both live and X committed first. Y reads only after Y committed, so Y sees X, which is earlier: Y does not win.
- * So at most one live claim sees itself first. X stops being live only by its release (inserted after its holder is
- * done, or when a waiter withdraws) or by growing stale: a holder must finish within {@code staleAfter}, after which
- * another may take over — that is what makes a dead holder harmless. On replicated tables block numbers come from
- * Keeper before commit, so this argument does not hold there: clusters need another lock (see the README).
+ * So at most one live claim sees itself first, and it stays first while it is live: claims committed after it are
+ * later. X stops being live only by its release (inserted after its holder is done, or when a waiter withdraws) or by
+ * growing stale: a holder must finish within {@code staleAfter}, after which another may take over — that is what
+ * makes a dead holder harmless. On replicated tables block numbers come from Keeper before commit, so this argument
+ * does not hold there: clusters need another lock (see the README).
  */
-public final class ClaimLock {
+public final class ClaimLock implements AutoCloseable {
+    /** How long a released claim is kept for this bridge to take again; see {@link #release}. */
+    public static final Duration KEPT_AFTER_RELEASE = Duration.ofMillis(250);
+    private static final Logger log = LoggerFactory.getLogger(ClaimLock.class);
+
+    /** A claim row this bridge inserted and has not released in the table yet. */
+    private record Claim(String stateId, String token, long claimedAt) {
+    }
+
+    /**
+     * One granting of a claim, and whether others were in line behind it then. Compared by identity, so that the
+     * timer of an earlier keeping leaves a later one alone.
+     */
+    private static final class Grant {
+        final Claim claim;
+        final boolean othersWaiting;
+
+        Grant(Claim claim, List<String> liveClaims) {
+            this.claim = claim;
+            this.othersWaiting = liveClaims.size() > 1;
+        }
+    }
+
     private final ClickHouse ch;
     private final Tables tables;
     private final Duration staleAfter;
-    private final Map<String, String> held = new ConcurrentHashMap<>();
+    private final Map<String, Grant> held = new ConcurrentHashMap<>(); // by token
+    private final Map<String, Grant> kept = new ConcurrentHashMap<>(); // by state id: released by the caller only
+    private final ScheduledExecutorService releaser = Executors.newSingleThreadScheduledExecutor(r -> {
+        Thread t = new Thread(r, "lock-releaser");
+        t.setDaemon(true);
+        return t;
+    });
 
     public ClaimLock(ClickHouse ch, Tables tables, Duration staleAfter) {
         this.ch = ch;
@@ -42,52 +79,100 @@ public final class ClaimLock {
     /** Returns the token that releases the lock, or throws LOCK_NOT_ACQUIRED when {@code wait} has passed. */
     public String acquire(String stateId, Duration retry, Duration wait) {
         long start = System.nanoTime();
-        long deadline = start + wait.toNanos();
-        // Re-claim well before the claim could be taken for stale while it waits in line.
+        // Re-claim well before the claim could be taken for stale while it waits in line or is kept.
         long reclaimAfter = staleAfter.toNanos() / 2;
-        String token = claim(stateId);
-        long claimedAt = start;
-        while (!token.equals(firstLiveClaim(stateId))) {
+        Grant keptGrant = kept.remove(stateId);
+        if (keptGrant != null) {
+            Claim mine = keptGrant.claim;
+            if (start - mine.claimedAt < reclaimAfter) {
+                List<String> live = liveClaims(stateId);
+                if (live.equals(List.of(mine.token))) { // still first, and nobody waits behind it
+                    return grant(mine, live);
+                }
+            }
+            insert(stateId, mine.token, "release"); // let the one waiting go first
+        }
+        long deadline = start + wait.toNanos();
+        Claim mine = claim(stateId);
+        List<String> live = liveClaims(stateId);
+        while (live.isEmpty() || !live.get(0).equals(mine.token)) {
             long now = System.nanoTime();
             if (now + retry.toNanos() > deadline) {
-                insert(stateId, token, "release");
+                insert(stateId, mine.token, "release");
                 throw new BridgeException(ErrorCode.LOCK_NOT_ACQUIRED, "State id '" + stateId + "' is locked by another "
                         + "process and was not released within " + wait.toMillis() / 1000.0 + " s. If no other Meltano "
                         + "run uses it, the lock goes stale after " + staleAfter.toMillis() / 1000.0 + " s; try again.");
             }
             sleep(retry);
-            if (System.nanoTime() - claimedAt > reclaimAfter) {
-                insert(stateId, token, "release");
-                token = claim(stateId);
-                claimedAt = System.nanoTime();
+            if (System.nanoTime() - mine.claimedAt > reclaimAfter) {
+                insert(stateId, mine.token, "release");
+                mine = claim(stateId);
             }
+            live = liveClaims(stateId);
         }
-        held.put(token, stateId);
-        return token;
+        return grant(mine, live);
     }
 
+    private String grant(Claim claim, List<String> liveClaims) {
+        held.put(claim.token, new Grant(claim, liveClaims));
+        return claim.token;
+    }
+
+    /**
+     * When others were in line as the lock was granted, writes the release row now. Otherwise answers at once and
+     * writes it {@link #KEPT_AFTER_RELEASE} later, or on {@link #close}: Meltano takes the lock once per STATE
+     * message, so the next acquire of the same id usually comes from this bridge within that time, and then gets the
+     * claim back with one query instead of three statements — unless another process has queued since, which then
+     * goes first.
+     */
     public void release(String token) {
-        String stateId = held.remove(token);
-        if (stateId == null) {
+        Grant grant = held.remove(token);
+        if (grant == null) {
             throw new BridgeException(ErrorCode.INVALID_PARAMS, "Unknown lock token: it was never granted by this "
                     + "bridge, or it was already released.");
         }
-        insert(stateId, token, "release");
+        if (grant.othersWaiting) {
+            insert(grant.claim.stateId, token, "release");
+            return;
+        }
+        kept.put(grant.claim.stateId, grant);
+        releaser.schedule(() -> releaseKept(grant), KEPT_AFTER_RELEASE.toMillis(), TimeUnit.MILLISECONDS);
     }
 
-    private String claim(String stateId) {
+    /** Writes the release of every kept claim. */
+    @Override
+    public void close() {
+        releaser.shutdownNow();
+        kept.values().forEach(this::releaseKept);
+    }
+
+    private void releaseKept(Grant grant) {
+        Claim claim = grant.claim;
+        if (kept.remove(claim.stateId, grant)) {
+            try {
+                insert(claim.stateId, claim.token, "release");
+            } catch (BridgeException e) {
+                log.warn("Could not release the lock on state id '{}' ({}); it goes stale after {} s.", claim.stateId,
+                        e.getMessage(), staleAfter.toMillis() / 1000.0);
+            }
+        }
+    }
+
+    private Claim claim(String stateId) {
         String token = UUID.randomUUID().toString();
+        long claimedAt = System.nanoTime(); // before the insert: the row's own time is later, so this errs on the safe side
         insert(stateId, token, "claim");
-        return token;
+        return new Claim(stateId, token, claimedAt);
     }
 
-    private String firstLiveClaim(String stateId) {
+    /** The tokens of the first two live claims, in commit order: who holds the lock, and whether anyone waits. */
+    private List<String> liveClaims(String stateId) {
         // Only rows younger than staleAfter matter (a release is never older than its claim), and the primary key
         // (state_id, at) makes reading just those cheap however many old rows the TTL has yet to remove.
         String recent = "state_id = " + Sql.literal(stateId) + " AND at > now64(3) - toIntervalMillisecond(" + staleAfter.toMillis() + ")";
         // A token's rows are its claim and, once withdrawn or released, its release: live tokens have no release.
-        return ch.queryOne("SELECT token FROM " + tables.claims + " WHERE " + recent + " GROUP BY token "
-                + "HAVING countIf(kind = 'release') = 0 ORDER BY min(_block_number) LIMIT 1", rs -> rs.getString(1));
+        return ch.query("SELECT token FROM " + tables.claims + " WHERE " + recent + " GROUP BY token "
+                + "HAVING countIf(kind = 'release') = 0 ORDER BY min(_block_number) LIMIT 2", rs -> rs.getString(1));
     }
 
     private void insert(String stateId, String token, String kind) {

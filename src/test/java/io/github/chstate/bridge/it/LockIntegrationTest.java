@@ -5,20 +5,24 @@ import io.github.chstate.bridge.protocol.Json;
 import io.github.chstate.bridge.BridgeException;
 import io.github.chstate.bridge.ErrorCode;
 import io.github.chstate.bridge.protocol.BridgeService;
+import io.github.chstate.bridge.store.ClaimLock;
 import org.junit.jupiter.api.Test;
 
 import java.io.File;
 import java.io.OutputStream;
 import java.nio.charset.StandardCharsets;
+import java.time.Duration;
 import java.util.ArrayList;
 import java.util.HashMap;
 import java.util.List;
 import java.util.Map;
+import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.TimeUnit;
 
 import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertNotEquals;
 import static org.junit.jupiter.api.Assertions.assertThrows;
+import static org.junit.jupiter.api.Assertions.assertTimeoutPreemptively;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
 class LockIntegrationTest {
@@ -105,6 +109,70 @@ class LockIntegrationTest {
             waiter.releaseLock(waiter.acquireLock("busy", 0.05));
             BridgeException twice = assertThrows(BridgeException.class, () -> holder.releaseLock(token));
             assertEquals(ErrorCode.INVALID_PARAMS, twice.code());
+        }
+    }
+
+    @Test
+    void aReleasedLockIsTakenBackWhenNobodyWaitsAndReallyReleasedSoonAfter() throws Exception {
+        try (BridgeService bridge = new BridgeService(json); BridgeService other = new BridgeService(json)) {
+            Map<String, Object> settings = ClickHouseEndpoint.settings(); // one schema for both
+            bridge.initialize(settings);
+            other.initialize(settings);
+            String token = bridge.acquireLock("kept", 0.05);
+            bridge.releaseLock(token);
+            assertEquals(token, bridge.acquireLock("kept", 0.05), "a new claim although nobody waited");
+            bridge.releaseLock(token);
+            Thread.sleep(ClaimLock.KEPT_AFTER_RELEASE.toMillis() + 1000);
+            // retry_seconds of an hour: unless the release is in the table by now, this fails at once
+            String others = assertTimeoutPreemptively(Duration.ofSeconds(20), () -> other.acquireLock("kept", 3600.0));
+            assertNotEquals(token, others);
+            other.releaseLock(others);
+        }
+    }
+
+    @Test
+    void aWaiterGoesFirstWhenTheHolderTakesTheLockAgain() throws Exception {
+        try (BridgeService holder = new BridgeService(json); BridgeService waiter = new BridgeService(json)) {
+            Map<String, Object> settings = ClickHouseEndpoint.settings(); // one schema for both
+            holder.initialize(settings);
+            waiter.initialize(settings);
+            String first = holder.acquireLock("queue", 0.05);
+            CompletableFuture<Long> waiterDone = CompletableFuture.supplyAsync(() -> {
+                String token = waiter.acquireLock("queue", 0.05);
+                sleepMillis(300);
+                long releasedAt = System.nanoTime();
+                waiter.releaseLock(token);
+                return releasedAt;
+            });
+            sleepMillis(500); // the waiter's claim is in the table by now
+            holder.releaseLock(first);
+            String second = holder.acquireLock("queue", 0.05);
+            long holderAgainAt = System.nanoTime();
+            assertNotEquals(first, second, "the holder took its claim back over a waiter");
+            assertTrue(holderAgainAt > waiterDone.get(20, TimeUnit.SECONDS), "the waiter did not go first");
+            holder.releaseLock(second);
+        }
+    }
+
+    @Test
+    void closingWritesTheReleasesItKept() {
+        Map<String, Object> settings = ClickHouseEndpoint.settings();
+        try (BridgeService other = new BridgeService(json)) {
+            other.initialize(settings);
+            BridgeService bridge = new BridgeService(json);
+            bridge.initialize(settings);
+            bridge.releaseLock(bridge.acquireLock("closed", 0.05));
+            bridge.close();
+            String token = assertTimeoutPreemptively(Duration.ofSeconds(20), () -> other.acquireLock("closed", 3600.0));
+            other.releaseLock(token);
+        }
+    }
+
+    private static void sleepMillis(long ms) {
+        try {
+            Thread.sleep(ms);
+        } catch (InterruptedException e) {
+            throw new IllegalStateException(e);
         }
     }
 
