@@ -68,9 +68,8 @@ public final class ClickHouse implements AutoCloseable {
 
     /**
      * Runs a statement that returns no rows. It goes through {@code executeQuery} too, which sends the SQL as it is:
-     * {@code execute} would first parse all of it in the driver, which takes seconds for a 20 MB state and ~100 ms for
-     * the first statement of each kind in a fresh bridge. The driver reports the missing result set only after the
-     * statement succeeded, so that report means success here.
+     * {@code execute} would first parse all of it in the driver, which takes seconds for a 20 MB state. The driver
+     * reports the missing result set only after the statement succeeded, so that report means success here.
      */
     public void execute(String sql) {
         try {

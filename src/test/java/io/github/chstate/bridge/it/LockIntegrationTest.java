@@ -114,10 +114,8 @@ class LockIntegrationTest {
 
     @Test
     void aReleasedLockIsTakenBackWhenNobodyWaitsAndReallyReleasedSoonAfter() throws Exception {
-        try (BridgeService bridge = new BridgeService(json); BridgeService other = new BridgeService(json)) {
-            Map<String, Object> settings = ClickHouseEndpoint.settings(); // one schema for both
-            bridge.initialize(settings);
-            other.initialize(settings);
+        Map<String, Object> settings = ClickHouseEndpoint.settings(); // one schema for both
+        try (BridgeService bridge = connected(settings); BridgeService other = connected(settings)) {
             String token = bridge.acquireLock("kept", 0.05);
             bridge.releaseLock(token);
             assertEquals(token, bridge.acquireLock("kept", 0.05), "a new claim although nobody waited");
@@ -132,10 +130,8 @@ class LockIntegrationTest {
 
     @Test
     void aWaiterGoesFirstWhenTheHolderTakesTheLockAgain() throws Exception {
-        try (BridgeService holder = new BridgeService(json); BridgeService waiter = new BridgeService(json)) {
-            Map<String, Object> settings = ClickHouseEndpoint.settings(); // one schema for both
-            holder.initialize(settings);
-            waiter.initialize(settings);
+        Map<String, Object> settings = ClickHouseEndpoint.settings(); // one schema for both
+        try (BridgeService holder = connected(settings); BridgeService waiter = connected(settings)) {
             String first = holder.acquireLock("queue", 0.05);
             CompletableFuture<Long> waiterDone = CompletableFuture.supplyAsync(() -> {
                 String token = waiter.acquireLock("queue", 0.05);
@@ -157,15 +153,19 @@ class LockIntegrationTest {
     @Test
     void closingWritesTheReleasesItKept() {
         Map<String, Object> settings = ClickHouseEndpoint.settings();
-        try (BridgeService other = new BridgeService(json)) {
-            other.initialize(settings);
-            BridgeService bridge = new BridgeService(json);
-            bridge.initialize(settings);
+        try (BridgeService other = connected(settings)) {
+            BridgeService bridge = connected(settings);
             bridge.releaseLock(bridge.acquireLock("closed", 0.05));
             bridge.close();
             String token = assertTimeoutPreemptively(Duration.ofSeconds(20), () -> other.acquireLock("closed", 3600.0));
             other.releaseLock(token);
         }
+    }
+
+    private BridgeService connected(Map<String, Object> settings) {
+        BridgeService bridge = new BridgeService(json);
+        bridge.initialize(settings);
+        return bridge;
     }
 
     private static void sleepMillis(long ms) {
