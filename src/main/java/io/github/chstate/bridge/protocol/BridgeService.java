@@ -59,8 +59,8 @@ public final class BridgeService implements BridgeApi, AutoCloseable {
             String version = found.serverVersion();
             settings = parsed;
             clickHouse = ch;
-            store = new StateStore(ch, tables, json);
             lock = new ClaimLock(ch, tables, parsed.lockTimeout());
+            store = new StateStore(ch, tables, found.clock(), lock, json);
             log.debug("Connected to ClickHouse {} with {}", version, parsed);
             Map<String, Object> answer = new LinkedHashMap<>();
             answer.put("bridge_version", BRIDGE_VERSION);

@@ -24,7 +24,8 @@ import java.util.concurrent.TimeUnit;
  * grow stale, and withdrawing it when it gives up. To release, the holder inserts a {@code release} row. A claim is
  * live while it has no release row and is younger than {@code staleAfter} (checked in the query, on the server's
  * clock). Uncontended, that is two statements to acquire and one to release, and no sleeping; a release is kept
- * back for a moment so that this bridge can take the same id again with one query (see {@link #release}).
+ * back for a moment so that this bridge can take the same id again, mostly without a statement (see
+ * {@link #release}).
  *
  * <p>Why two clients never both hold it: on a single node, a MergeTree insert gets its block number when it is
  * committed, under the table's parts lock, in commit order, and becomes visible in that same step
@@ -39,6 +40,8 @@ import java.util.concurrent.TimeUnit;
 public final class ClaimLock implements AutoCloseable {
     /** How long a released claim is kept for this bridge to take again; see {@link #release}. */
     public static final Duration KEPT_AFTER_RELEASE = Duration.ofMillis(250);
+    /** How long a kept claim is taken again without asking the table whether others have queued behind it. */
+    public static final Duration CHECK_QUEUE_AFTER = Duration.ofSeconds(1);
     private static final Logger log = LoggerFactory.getLogger(ClaimLock.class);
 
     /** A claim row this bridge inserted and has not released in the table yet. */
@@ -46,16 +49,18 @@ public final class ClaimLock implements AutoCloseable {
     }
 
     /**
-     * One granting of a claim, and whether others were in line behind it then. Compared by identity, so that the
-     * timer of an earlier keeping leaves a later one alone.
+     * One granting of a claim, and whether others were in line behind it when the table was last asked. Compared by
+     * identity, so that the timer of an earlier keeping leaves a later one alone.
      */
     private static final class Grant {
         final Claim claim;
         final boolean othersWaiting;
+        final long checkedAt;
 
-        Grant(Claim claim, List<String> liveClaims) {
+        Grant(Claim claim, boolean othersWaiting, long checkedAt) {
             this.claim = claim;
-            this.othersWaiting = liveClaims.size() > 1;
+            this.othersWaiting = othersWaiting;
+            this.checkedAt = checkedAt;
         }
     }
 
@@ -85,15 +90,21 @@ public final class ClaimLock implements AutoCloseable {
         if (keptGrant != null) {
             Claim mine = keptGrant.claim;
             if (start - mine.claimedAt < reclaimAfter) {
+                // A live claim stays first, so asking again only tells whether someone has queued since; a newcomer
+                // waits at most CHECK_QUEUE_AFTER longer for not being asked about.
+                if (start - keptGrant.checkedAt < CHECK_QUEUE_AFTER.toNanos()) {
+                    return grant(new Grant(mine, false, keptGrant.checkedAt));
+                }
                 List<String> live = liveClaims(stateId);
                 if (live.equals(List.of(mine.token))) { // still first, and nobody waits behind it
-                    return grant(mine, live);
+                    return grant(new Grant(mine, false, start));
                 }
             }
             insert(stateId, mine.token, "release"); // let the one waiting go first
         }
         long deadline = start + wait.toNanos();
         Claim mine = claim(stateId);
+        long checkedAt = System.nanoTime();
         List<String> live = liveClaims(stateId);
         while (live.isEmpty() || !live.get(0).equals(mine.token)) {
             long now = System.nanoTime();
@@ -108,22 +119,36 @@ public final class ClaimLock implements AutoCloseable {
                 insert(stateId, mine.token, "release");
                 mine = claim(stateId);
             }
+            checkedAt = System.nanoTime();
             live = liveClaims(stateId);
         }
-        return grant(mine, live);
+        return grant(new Grant(mine, live.size() > 1, checkedAt));
     }
 
-    private String grant(Claim claim, List<String> liveClaims) {
-        held.put(claim.token, new Grant(claim, liveClaims));
-        return claim.token;
+    private String grant(Grant grant) {
+        held.put(grant.claim.token, grant);
+        return grant.claim.token;
+    }
+
+    /**
+     * The token of this bridge's granted, not yet released claim on the id, or null. While one token is held, nobody
+     * else has held the id since it was granted: what this bridge read or wrote under it is still the newest.
+     */
+    public String heldToken(String stateId) {
+        for (Grant grant : held.values()) {
+            if (grant.claim.stateId.equals(stateId)) {
+                return grant.claim.token;
+            }
+        }
+        return null;
     }
 
     /**
      * When others were in line as the lock was granted, writes the release row now. Otherwise answers at once and
      * writes it {@link #KEPT_AFTER_RELEASE} later, or on {@link #close}: Meltano takes the lock once per STATE
      * message, so the next acquire of the same id usually comes from this bridge within that time, and then gets the
-     * claim back with one query instead of three statements — unless another process has queued since, which then
-     * goes first.
+     * claim back without a statement (with one query, to see who queued, once per {@link #CHECK_QUEUE_AFTER}) instead
+     * of three — unless another process has queued, which then goes first.
      */
     public void release(String token) {
         Grant grant = held.remove(token);

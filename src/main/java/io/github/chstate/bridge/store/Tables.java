@@ -51,8 +51,8 @@ public final class Tables {
                         + " ORDER BY (state_id, at) TTL toDateTime(at) + INTERVAL 1 DAY SETTINGS enable_block_number_column = 1");
     }
 
-    /** What {@link #ensure} found: the server's version and the lock table's engine. */
-    public record Found(String serverVersion, String claimsEngine) {
+    /** What {@link #ensure} found: the server's version and clock, and the lock table's engine. */
+    public record Found(String serverVersion, ServerClock clock, String claimsEngine) {
     }
 
     /**
@@ -75,22 +75,24 @@ public final class Tables {
         if ("ReplacingMergeTree".equals(probe.stateEngine) && !probe.stateCreate.contains("non_replicated_deduplication_window")) {
             ch.execute("ALTER TABLE " + state + onCluster + " MODIFY SETTING non_replicated_deduplication_window = 1000");
         }
-        return new Found(probe.serverVersion, probe.claimsEngine);
+        return new Found(probe.serverVersion, probe.clock, probe.claimsEngine);
     }
 
-    private record Probe(String serverVersion, String stateEngine, String stateCreate, String stateColumns,
-                         String claimsEngine) {
+    private record Probe(String serverVersion, ServerClock clock, String stateEngine, String stateCreate,
+                         String stateColumns, String claimsEngine) {
     }
 
     private Probe probe(ClickHouse ch) {
         String db = Sql.literal(schema);
         String table = " FROM system.tables WHERE database = " + db + " AND name = ";
-        return ch.queryOne("SELECT version(), "
+        long before = System.nanoTime();
+        return ch.queryOne("SELECT version(), toUnixTimestamp64Milli(now64(3)), "
                 + "(SELECT any(engine)" + table + Sql.literal(stateName) + "), "
                 + "(SELECT any(create_table_query)" + table + Sql.literal(stateName) + "), "
                 + "(SELECT arrayStringConcat(groupArray(name), ',') FROM system.columns WHERE database = " + db
                 + " AND table = " + Sql.literal(stateName) + "), "
                 + "(SELECT any(engine)" + table + Sql.literal(claimsName) + ")",
-                rs -> new Probe(rs.getString(1), rs.getString(2), rs.getString(3), rs.getString(4), rs.getString(5)));
+                rs -> new Probe(rs.getString(1), new ServerClock(rs.getLong(2), before), rs.getString(3), rs.getString(4),
+                        rs.getString(5), rs.getString(6)));
     }
 }

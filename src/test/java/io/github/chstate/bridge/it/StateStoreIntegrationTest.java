@@ -68,6 +68,27 @@ class StateStoreIntegrationTest {
     }
 
     @Test
+    void underTheLockTheLastWriteWinsAlsoOverOthersWritingWithoutIt() throws Exception {
+        // Meltano's update sets under the lock; `meltano state import` (set_all) and delete do not lock.
+        try (BridgeService other = new BridgeService(json)) {
+            other.initialize(settings);
+            for (int round = 0; round < 10; round++) {
+                String token = bridge.acquireLock("mixed", 0.05);
+                bridge.get("mixed");
+                bridge.set("mixed", null, obj("{\"by\":\"locked\",\"round\":" + round + "}"));
+                other.setAll(List.of(new StoredState("mixed", null, obj("{\"by\":\"import\"}"))));
+                assertEquals(obj("{\"by\":\"import\"}"), bridge.get("mixed").completed());
+                bridge.set("mixed", null, obj("{\"by\":\"locked again\"}"));
+                assertEquals(obj("{\"by\":\"locked again\"}"), other.get("mixed").completed());
+                other.delete("mixed");
+                bridge.set("mixed", null, obj("{\"by\":\"after delete\"}"));
+                assertEquals(obj("{\"by\":\"after delete\"}"), other.get("mixed").completed());
+                bridge.releaseLock(token);
+            }
+        }
+    }
+
+    @Test
     void deleteThenSetTheSameStateIsKept() throws Exception {
         bridge.set("d", null, obj("{\"x\":1}"));
         bridge.delete("d");
