@@ -240,7 +240,23 @@ def test_the_password_stays_out_of_argv_env_and_logs(local_clickhouse, schema, c
         logging.getLogger("meltano_state_backend_clickhouse").setLevel(logging.NOTSET)
 
 
-def test_close_of_the_last_manager_stops_the_bridge(clickhouse, schema):
+def test_a_manager_opened_soon_after_the_last_one_closed_gets_the_same_bridge(clickhouse, schema):
+    first = ClickhouseStateStoreManager(uri=clickhouse.state_uri(), schema=schema)
+    first.set(MeltanoState("linger", {}, {"n": 1}))
+    pid = bridge_pid(first)
+    first.close()
+    second = ClickhouseStateStoreManager(uri=clickhouse.state_uri(), schema=schema)
+    try:
+        assert bridge_pid(second) == pid
+        assert second.get("linger").completed_state == {"n": 1}
+    finally:
+        second.close()
+    SharedBridge.stop_all()
+    assert not _alive(pid)
+
+
+def test_close_of_the_last_manager_stops_the_bridge_after_the_linger(clickhouse, schema, monkeypatch):
+    monkeypatch.setattr(SharedBridge, "LINGER_SECONDS", 0.2)
     m = ClickhouseStateStoreManager(uri=clickhouse.state_uri(), schema=schema)
     pid = bridge_pid(m)
     m.close()

@@ -68,8 +68,14 @@ class JsonRpcClient:
 
 
 class SharedBridge:
-    """The bridge for one connection configuration, shared by every manager with that configuration."""
+    """The bridge for one connection configuration, shared by every manager with that configuration.
 
+    Meltano opens and closes managers several times in one command (`meltano run` reads the state with one and writes
+    it with another, seconds later), so a bridge nobody uses any more is stopped only after LINGER_SECONDS, unless a
+    manager takes it again first, or at interpreter exit.
+    """
+
+    LINGER_SECONDS = 30.0
     _registry: dict[str, SharedBridge] = {}
     _registry_lock = threading.Lock()
 
@@ -78,6 +84,7 @@ class SharedBridge:
         self._settings = settings
         self._lock = threading.Lock()
         self._client: JsonRpcClient | None = None
+        self._linger: threading.Timer | None = None
         self.users = 0
 
     @classmethod
@@ -88,6 +95,9 @@ class SharedBridge:
             if bridge is None:
                 bridge = cls._registry[key] = SharedBridge(key, settings)
             bridge.users += 1
+            if bridge._linger is not None:
+                bridge._linger.cancel()
+                bridge._linger = None
         try:
             bridge._ensure_running()
         except BaseException:
@@ -100,8 +110,15 @@ class SharedBridge:
             self.users -= 1
             if self.users > 0:
                 return
-            if SharedBridge._registry.get(self._key) is self:
-                del SharedBridge._registry[self._key]
+            self._linger = threading.Timer(self.LINGER_SECONDS, self._stop_if_unused)
+            self._linger.daemon = True
+            self._linger.start()
+
+    def _stop_if_unused(self):
+        with self._registry_lock:
+            if self.users > 0 or SharedBridge._registry.get(self._key) is not self:
+                return
+            del SharedBridge._registry[self._key]
         self.stop()
 
     def call(self, method: str, params: dict | None = None) -> t.Any:
@@ -141,4 +158,6 @@ class SharedBridge:
             bridges = list(cls._registry.values())
             cls._registry.clear()
         for bridge in bridges:
+            if bridge._linger is not None:
+                bridge._linger.cancel()
             bridge.stop()
