@@ -5,6 +5,7 @@ import io.github.chstate.bridge.protocol.Json;
 import io.github.chstate.bridge.protocol.BridgeService;
 import io.github.chstate.bridge.protocol.Dispatcher;
 import io.github.chstate.bridge.protocol.StdioServer;
+import io.github.chstate.bridge.store.ClickHouse;
 
 import java.io.BufferedOutputStream;
 import java.io.FileDescriptor;
@@ -23,6 +24,10 @@ public final class Main {
         System.setOut(System.err);
         // The driver speaks stateless HTTP and heals broken connections itself: skip Hikari's ping-before-borrow.
         System.setProperty("com.zaxxer.hikari.aliveBypassWindowMs", "60000");
+        // The driver's one-time set-up takes the second core while Jackson and jsonrpc4j start on this one.
+        Thread warmUp = new Thread(ClickHouse::warmUp, "driver-warm-up");
+        warmUp.setDaemon(true);
+        warmUp.start();
 
         ObjectMapper json = Json.mapper();
         BridgeService service = new BridgeService(json);

@@ -1,11 +1,14 @@
 package io.github.chstate.bridge.store;
 
+import com.clickhouse.client.api.Client;
 import com.zaxxer.hikari.HikariConfig;
 import com.zaxxer.hikari.HikariDataSource;
 import com.zaxxer.hikari.pool.HikariPool;
 import io.github.chstate.bridge.BridgeException;
 import io.github.chstate.bridge.ErrorCode;
 import io.github.chstate.bridge.config.Settings;
+import org.slf4j.Logger;
+import org.slf4j.LoggerFactory;
 
 import java.net.ConnectException;
 import java.net.NoRouteToHostException;
@@ -16,7 +19,9 @@ import java.sql.ResultSet;
 import java.sql.SQLException;
 import java.sql.Statement;
 import java.util.ArrayList;
+import java.util.Calendar;
 import java.util.List;
+import java.util.UUID;
 import java.util.regex.Matcher;
 import java.util.regex.Pattern;
 
@@ -28,6 +33,7 @@ public final class ClickHouse implements AutoCloseable {
         T read(ResultSet rs) throws SQLException;
     }
 
+    private static final Logger log = LoggerFactory.getLogger(ClickHouse.class);
     private static final Pattern SERVER_CODE = Pattern.compile("Code: (\\d+)\\.");
     private static final java.util.Set<Integer> AUTH_CODES = java.util.Set.of(192, 193, 194, 516);
 
@@ -63,6 +69,20 @@ public final class ClickHouse implements AutoCloseable {
             pool = new HikariDataSource(config);
         } catch (HikariPool.PoolInitializationException e) {
             throw translate(e.getCause() != null ? e.getCause() : e);
+        }
+    }
+
+    /**
+     * Does, without connecting, the one-time work of the driver's first connection (its HTTP client, LZ4, the random
+     * source of UUIDs, locale data): run on another thread at start, it takes ~30 ms off the first connection.
+     */
+    public static void warmUp() {
+        try {
+            new Client.Builder().addEndpoint("http://localhost:8123").setUsername("warm-up").setPassword("").build().close();
+            UUID.randomUUID();
+            Calendar.getInstance();
+        } catch (RuntimeException e) {
+            log.debug("Driver warm-up failed ({}); the first connection does the work instead.", e.toString());
         }
     }
 
