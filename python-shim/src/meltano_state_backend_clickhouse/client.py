@@ -95,9 +95,7 @@ class SharedBridge:
             if bridge is None:
                 bridge = cls._registry[key] = SharedBridge(key, settings)
             bridge.users += 1
-            if bridge._linger is not None:
-                bridge._linger.cancel()
-                bridge._linger = None
+            bridge._cancel_linger()
         try:
             bridge._ensure_running()
         except BaseException:
@@ -113,6 +111,12 @@ class SharedBridge:
             self._linger = threading.Timer(self.LINGER_SECONDS, self._stop_if_unused)
             self._linger.daemon = True
             self._linger.start()
+
+    def _cancel_linger(self):
+        """Called with the registry lock held."""
+        if self._linger is not None:
+            self._linger.cancel()
+            self._linger = None
 
     def _stop_if_unused(self):
         with self._registry_lock:
@@ -157,7 +161,7 @@ class SharedBridge:
         with cls._registry_lock:
             bridges = list(cls._registry.values())
             cls._registry.clear()
+            for bridge in bridges:
+                bridge._cancel_linger()
         for bridge in bridges:
-            if bridge._linger is not None:
-                bridge._linger.cancel()
             bridge.stop()
