@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # Runs every test: Java unit and integration (Maven), the local ClickHouse server's, the shim's and the end-to-end
 # Meltano tests. Exits non-zero if any suite fails.
-#   CLICKHOUSE_URL=http://user:password@host:8123  runs them against that server instead of a local chDB one.
+#   CLICKHOUSE_URL=http://user:password@host:8123  runs them against that server instead of a local chDB one;
+#   CLICKHOUSE_KEEPER_URLS=url1,url2  two servers with KeeperMap on one Keeper (else the tests that need them start
+#   two local chDB servers and a ZooKeeper of their own).
 set -uo pipefail
 repo="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$repo"
@@ -14,10 +16,13 @@ step() { printf '\n=== %s\n' "$*"; }
 step "Python environment ($venv)"
 install_requirements || exit 1
 
+local_server=""
 if [ -z "${CLICKHOUSE_URL:-}" ]; then
-  step "Local ClickHouse (chDB)"
-  start_local_clickhouse "$work" || exit 1
+  step "Local ClickHouse (chDB): two servers with KeeperMap tables on one ZooKeeper"
+  start_local_clickhouse "$work" --keeper --servers 2 || exit 1
+  local_server="$(head -n 1 "$work/server-1.out")"
   echo "CLICKHOUSE_URL=$CLICKHOUSE_URL"
+  echo "CLICKHOUSE_KEEPER_URLS=$CLICKHOUSE_KEEPER_URLS"
 fi
 export CLICKHOUSE_URL
 
@@ -29,6 +34,11 @@ install_shim || exit 1
 
 step "pytest: local ClickHouse server, shim, end to end"
 "$venv/bin/python" -m pytest -p no:cacheprovider --rootdir "$repo" tests-e2e python-shim/tests -v || status=1
+
+if [ -n "$local_server" ]; then
+  step "Local ClickHouse: the most statements it ran at once"
+  curl -s "$local_server/__stats__"; echo
+fi
 
 step "Result"
 if [ "$status" -eq 0 ]; then echo "All suites passed."; else echo "Some suite FAILED (see above)."; fi

@@ -13,16 +13,19 @@ install_shim() {
   "$venv/bin/python" -m pip install -q --disable-pip-version-check --force-reinstall --no-deps "$repo/python-shim"
 }
 
-# Starts the local chDB ClickHouse with its data in DIR and exports CLICKHOUSE_URL; stop it with stop_local_clickhouse DIR.
+# Starts the local chDB ClickHouse with its data in DIR (options of start-clickhouse.sh after DIR) and exports
+# CLICKHOUSE_URL (and CLICKHOUSE_KEEPER_URLS with --keeper); stop all it started with stop_local_clickhouse DIR.
 start_local_clickhouse() {
-  local output
-  output="$(PYTHON="$venv/bin/python" "$repo/tests-e2e/start-clickhouse.sh" "$1")" || return 1
+  local dir="$1" output
+  shift
+  output="$(PYTHON="$venv/bin/python" "$repo/tests-e2e/start-clickhouse.sh" "$@" "$dir")" || return 1
   eval "$output"
   export CLICKHOUSE_URL
+  if [ -n "${CLICKHOUSE_KEEPER_URLS:-}" ]; then export CLICKHOUSE_KEEPER_URLS; fi
 }
 
 stop_local_clickhouse() {
-  if [ -f "$1/server.pid" ]; then kill "$(cat "$1/server.pid")" 2>/dev/null || true; fi
+  "$repo/tests-e2e/stop-clickhouse.sh" "$1"
 }
 
 # A scratch folder, on tmpfs where there is one: this VM's disk makes every ClickHouse insert ~10 ms, not ~2.

@@ -1,31 +1,66 @@
 #!/usr/bin/env bash
-# Starts the local chDB ClickHouse in the background and prints `export CLICKHOUSE_URL=…`.
-#   usage: tests-e2e/start-clickhouse.sh DATA_DIR [PORT]     (PORT 0 or absent: a free port)
-# The server's pid goes to DATA_DIR/server.pid and its log to DATA_DIR/server.log; stop it with
-#   kill "$(cat DATA_DIR/server.pid)"
+# Starts the local chDB ClickHouse in the background and prints `export CLICKHOUSE_URL=…` (with the server's user and
+# password: CHDB_SERVER_USER, default "default", and CHDB_SERVER_PASSWORD, default empty).
+#   usage: tests-e2e/start-clickhouse.sh [--keeper] [--servers N] DATA_DIR [PORT]
+#     --keeper      also start an Apache ZooKeeper and give every server KeeperMap tables on it; prints
+#                   `export CLICKHOUSE_KEEPER_URLS=url1,url2,…` too
+#     --servers N   N servers, each with data of its own (default 1); CLICKHOUSE_URL is the first
+#     PORT          the first server's port (0 or absent: a free port); the others take free ports
+# Stop everything it started with tests-e2e/stop-clickhouse.sh DATA_DIR. Logs: DATA_DIR/*.log.
 set -euo pipefail
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
-data="${1:?usage: start-clickhouse.sh DATA_DIR [PORT]}"
+keeper=0
+servers=1
+while [ $# -gt 0 ]; do
+  case "$1" in
+    --keeper) keeper=1; shift ;;
+    --servers) servers="${2:?--servers needs a number}"; shift 2 ;;
+    -*) echo "unknown option $1" >&2; exit 2 ;;
+    *) break ;;
+  esac
+done
+data="${1:?usage: start-clickhouse.sh [--keeper] [--servers N] DATA_DIR [PORT]}"
 port="${2:-0}"
 python="${PYTHON:-python3}"
 mkdir -p "$data"
-url_file="$data/server.url"
-rm -f "$url_file"
-PYTHONPATH="$here${PYTHONPATH:+:$PYTHONPATH}" nohup "$python" -m chdb_server --port "$port" --data "$data/db" \
-  > "$url_file" 2> "$data/server.log" &
-echo $! > "$data/server.pid"
-for _ in $(seq 1 300); do
-  if [ -s "$url_file" ]; then
-    url="$(head -n 1 "$url_file")"
-    echo "export CLICKHOUSE_URL=${url/:\/\//://default:@}"
-    exit 0
-  fi
-  if ! kill -0 "$(cat "$data/server.pid")" 2>/dev/null; then
-    echo "chdb_server failed to start:" >&2
-    cat "$data/server.log" >&2
-    exit 1
-  fi
-  sleep 0.1
+export PYTHONPATH="$here${PYTHONPATH:+:$PYTHONPATH}"
+
+# Runs `python -m MODULE ARGS…` in the background as NAME and waits for its first LINES lines of output (NAME.out).
+launch() {
+  local name="$1" lines="$2"
+  shift 2
+  rm -f "$data/$name.out"
+  nohup "$python" -m "$@" > "$data/$name.out" 2> "$data/$name.log" &
+  echo $! > "$data/$name.pid"
+  for _ in $(seq 1 1200); do
+    if [ "$(wc -l < "$data/$name.out")" -ge "$lines" ]; then return 0; fi
+    if ! kill -0 "$(cat "$data/$name.pid")" 2>/dev/null; then
+      echo "$name failed to start:" >&2
+      cat "$data/$name.log" >&2
+      return 1
+    fi
+    sleep 0.1
+  done
+  echo "$name did not start within 120 s" >&2
+  return 1
+}
+
+config=()
+if [ "$keeper" = 1 ]; then
+  launch zookeeper 2 chdb_server.zookeeper --data "$data/zookeeper"
+  config=(--config "$(sed -n 2p "$data/zookeeper.out")")
+fi
+
+credentials="$("$python" -c 'import os, urllib.parse as u
+print(":".join(u.quote(os.environ.get(k, d), safe="") for k, d in (("CHDB_SERVER_USER", "default"), ("CHDB_SERVER_PASSWORD", ""))))')"
+urls=()
+for i in $(seq 1 "$servers"); do
+  launch "server-$i" 1 chdb_server --port "$port" --data "$data/server-$i" "${config[@]}"
+  url="$(head -n 1 "$data/server-$i.out")"
+  urls+=("${url/:\/\//://$credentials@}")
+  port=0
 done
-echo "chdb_server did not start within 30 s" >&2
-exit 1
+echo "export CLICKHOUSE_URL=${urls[0]}"
+if [ "$keeper" = 1 ]; then
+  (IFS=,; echo "export CLICKHOUSE_KEEPER_URLS=${urls[*]}")
+fi

@@ -3,14 +3,19 @@ from __future__ import annotations
 
 import base64
 import concurrent.futures
+import gzip
 import json
 import os
 import pathlib
 import ssl
+import struct
 import subprocess
+import sys
+import threading
 import urllib.error
 import urllib.parse
 import urllib.request
+from http.client import HTTPConnection
 
 import clickhouse_connect
 import pytest
@@ -108,12 +113,16 @@ def test_compressed_answers_and_requests(server):
     assert http(server.url, params="decompress=1", data=framed)[2] == b"42\n"
 
 
-def test_clickhouse_connect(server):
-    client = clickhouse_connect.get_client(host="127.0.0.1", port=server.port, username="default", password="")
+@pytest.mark.parametrize("compress", [False, True])
+def test_clickhouse_connect(server, compress):
+    client = clickhouse_connect.get_client(host="127.0.0.1", port=server.port, username="default", password="",
+                                           compress=compress)
     client.command("CREATE TABLE cc (id UInt32, name String) ENGINE = MergeTree ORDER BY id")
-    client.insert("cc", [[1, "one"], [2, "two"]], column_names=["id", "name"])
-    assert client.query("SELECT id, name FROM cc ORDER BY id").result_rows == [(1, "one"), (2, "two")]
-    assert client.query("SELECT id FROM cc WHERE id > 5").result_rows == []
+    rows = [[i, f"name {i} 'é\\"] for i in range(5000)]
+    client.insert("cc", rows, column_names=["id", "name"])  # Native, in the body after the query
+    assert client.query("SELECT id, name FROM cc ORDER BY id").result_rows == [tuple(r) for r in rows]
+    assert client.command("SELECT count() FROM cc") == 5000
+    assert client.query("SELECT id FROM cc WHERE id > 5000").result_rows == []
     assert client.command("SELECT getSetting('max_threads')", settings={"max_threads": 2}) == 2
     with pytest.raises(Exception, match="UNKNOWN_TABLE"):
         client.query("SELECT * FROM nope")
@@ -127,17 +136,6 @@ def test_official_java_driver_with_default_settings(server):
                             capture_output=True, text=True, timeout=120)
     assert result.returncode == 0, result.stdout + result.stderr
     assert result.stdout.strip().splitlines() == ["created", "inserted 3", "final a=2 b=1", "deleted", "error 60"]
-
-
-def test_eight_concurrent_clients(server):
-    def client(n):
-        for i in range(200):
-            status, _, body = http(server.url, f"SELECT {n} * 1000 + {i}")
-            assert status == 200 and body == f"{n * 1000 + i}\n".encode()
-        return n
-
-    with concurrent.futures.ThreadPoolExecutor(8) as pool:
-        assert sorted(pool.map(client, range(8))) == list(range(8))
 
 
 def test_data_survives_a_restart(server):
@@ -166,3 +164,161 @@ def test_fault_switches(server):
     with pytest.raises((urllib.error.URLError, ConnectionError, OSError)):
         http(server.url, "SELECT 1")
     assert http(server.url, "SELECT 1")[2] == b"1\n"
+
+
+def test_statements_from_two_clients_run_at_the_same_time(server):
+    """Each statement reports when it started, then sleeps 1.5 s: the second started before the first could end."""
+    def started():
+        return int(http(server.url, "SELECT toUnixTimestamp64Micro(now64(6)), sleep(1.5)")[2].split()[0])
+
+    with concurrent.futures.ThreadPoolExecutor(2) as pool:
+        first, second = sorted(pool.map(lambda _: started(), range(2)))
+    assert second < first + 1_500_000
+
+
+def test_sixteen_clients_with_mixed_statements_get_their_own_answers(server):
+    """Inserts, FINAL selects, per-request databases, settings and parameters from 16 keep-alive clients at once."""
+    for d in range(4):
+        http(server.url, f"CREATE DATABASE db{d}")
+        http(server.url, f"CREATE TABLE db{d}.t (client UInt32, i UInt32) ENGINE = ReplacingMergeTree ORDER BY (client, i)")
+    default_threads = http(server.url, "SELECT getSetting('max_threads')")[2]
+
+    def client(n):
+        connection = HTTPConnection("127.0.0.1", server.port, timeout=60)
+
+        def ask(sql, params="", headers=None):
+            connection.request("POST", "/?" + params, body=sql.encode(), headers=headers or {})
+            response = connection.getresponse()
+            body = response.read()
+            assert response.status == 200, body
+            return body
+
+        own = {"X-ClickHouse-Database": f"db{n % 4}"}
+        for i in range(200):
+            kind = i % 4
+            if kind == 0:
+                ask(f"INSERT INTO t FORMAT TabSeparated\n{n}\t{i}\n", headers=own)
+            elif kind == 1:
+                assert ask(f"SELECT count() FROM t FINAL WHERE client = {n}", headers=own) == f"{i // 4 + 1}\n".encode()
+            elif kind == 2:
+                size = 1000 + n * 1000 + i
+                answer = ask("SELECT currentDatabase(), getSetting('max_block_size')",
+                             params=f"database=db{(n + i) % 4}&max_block_size={size}")
+                assert answer == f"db{(n + i) % 4}\t{size}\n".encode()
+            else:
+                answer = ask("SELECT {x:UInt32} * 2, getSetting('max_threads'), currentDatabase()",
+                             params=f"param_x={n * 1000 + i}")
+                assert answer == f"{(n * 1000 + i) * 2}\t{default_threads.decode().strip()}\tdefault\n".encode()
+        connection.close()
+        return n
+
+    with concurrent.futures.ThreadPoolExecutor(16) as pool:
+        assert sorted(pool.map(client, range(16))) == list(range(16))
+    for d in range(4):
+        assert http(server.url, f"SELECT count() FROM db{d}.t FINAL")[2] == b"200\n"  # 4 clients x 50 inserts
+    assert server.stats()["most_in_flight"] >= 2
+
+
+def test_sixty_four_clients_connect_at_once(server):
+    barrier = threading.Barrier(64)
+
+    def client(n):
+        barrier.wait()
+        return http(server.url, f"SELECT {n}")[2]
+
+    with concurrent.futures.ThreadPoolExecutor(64) as pool:
+        assert list(pool.map(client, range(64))) == [f"{n}\n".encode() for n in range(64)]
+
+
+def test_a_clients_own_use_and_set_stay_in_its_request(server):
+    http(server.url, "CREATE DATABASE other")
+    for _ in range(3):  # whichever pooled session runs them
+        assert http(server.url, "USE other")[0] == 200
+        assert http(server.url, "SET max_threads = 3")[0] == 200
+        assert http(server.url, "SELECT currentDatabase(), getSetting('max_threads') = 3")[2] == b"default\t0\n"
+
+
+@pytest.mark.parametrize("body, rows", [
+    (b"INSERT INTO d FORMAT TabSeparated\n1\tone\n2\ttwo\n", [(1, "one"), (2, "two")]),
+    (b"INSERT INTO d (k, v) FORMAT JSONEachRow {\"k\": 1, \"v\": \"FORMAT x\"}\n", [(1, "FORMAT x")]),
+    (b"INSERT INTO d SETTINGS max_insert_block_size = 10 FORMAT CSV\r\n1,\"a,b\"\n", [(1, "a,b")]),
+    (b"/* FORMAT */ INSERT INTO `d` (`k`, v) -- FORMAT\n FORMAT RowBinary\n" + struct.pack("<IB", 7, 3) + b"\x00\n'",
+     [(7, "\x00\n'")]),
+    (b"INSERT INTO d VALUES (5, 'FORMAT Native')", [(5, "FORMAT Native")]),
+    (b"INSERT INTO d SELECT 6, 'x' FORMAT Native", [(6, "x")]),
+])
+def test_an_inserts_data_follows_its_query_in_the_body(server, body, rows):
+    http(server.url, "CREATE TABLE d (k UInt32, v String) ENGINE = MergeTree ORDER BY k")
+    status, _, answer = http(server.url, data=body)
+    assert status == 200, answer
+    assert http(server.url, "SELECT k, v FROM d ORDER BY k FORMAT JSONCompactEachRow")[2] == b"".join(
+        json.dumps([k, v]).encode() + b"\n" for k, v in rows)
+
+
+def test_an_inserts_query_in_the_url_and_its_data_in_the_body(server):
+    http(server.url, "CREATE TABLE u (k UInt32, v String) ENGINE = MergeTree ORDER BY k")
+    query = urllib.parse.quote("INSERT INTO u FORMAT RowBinary")
+    assert http(server.url, params=f"query={query}", data=struct.pack("<IB", 9, 2) + b"ab")[0] == 200
+    query = urllib.parse.quote("INSERT INTO u VALUES")
+    assert http(server.url, params=f"query={query}", data=b"(10, 'cd')")[0] == 200
+    assert http(server.url, "SELECT k, v FROM u ORDER BY k")[2] == b"9\tab\n10\tcd\n"
+
+
+def test_answers_compressed_as_the_client_accepts(server):
+    status, headers, body = http(server.url, "SELECT 'hello'", params="enable_http_compression=1",
+                                 headers={"Accept-Encoding": "br;q=1.0, gzip"})
+    assert status == 200 and headers["Content-Encoding"] == "gzip"
+    assert gzip.decompress(body) == b"hello\n"
+    assert "Content-Encoding" not in http(server.url, "SELECT 1", headers={"Accept-Encoding": "gzip"})[1]
+
+
+def test_keeper_map_without_a_keeper_is_refused_as_on_a_real_server(server):
+    status, headers, body = http(server.url, "CREATE TABLE km (k String, v String) ENGINE = KeeperMap('/km') PRIMARY KEY k")
+    assert headers["X-ClickHouse-Exception-Code"] == "36" and b"keeper_map_path_prefix" in body
+
+
+def test_keeper_map_strict_insert_and_two_servers_on_one_keeper(keeper_clickhouses):
+    first, second = (f"{e.http_url}" for e in keeper_clickhouses)
+    auth = [{"Authorization": "Basic " + base64.b64encode(f"{e.user}:{e.password}".encode()).decode()}
+            for e in keeper_clickhouses]
+    path = "/test_" + os.urandom(4).hex()
+    for url, headers in zip((first, second), auth):
+        ddl = f"CREATE TABLE km{path[6:]} (k String, v String) ENGINE = KeeperMap('{path}') PRIMARY KEY k"
+        assert http(url, ddl, headers=headers)[0] == 200
+    table = f"km{path[6:]}"
+    assert http(first, f"INSERT INTO {table} VALUES ('a', 'from first')", headers=auth[0])[0] == 200
+    status, headers, body = http(second, f"INSERT INTO {table} VALUES ('a', 'from second')",
+                                 params="keeper_map_strict_mode=1", headers=auth[1])
+    assert headers["X-ClickHouse-Exception-Code"] == "999" and b"Node exists" in body
+    assert http(second, f"INSERT INTO {table} VALUES ('b', 'from second')", params="keeper_map_strict_mode=1",
+                headers=auth[1])[0] == 200
+    for url, headers in zip((first, second), auth):
+        assert http(url, f"SELECT k, v FROM {table} ORDER BY k", headers=headers)[2] == b"a\tfrom first\nb\tfrom second\n"
+
+
+def test_start_script_exports_the_real_credentials_and_stop_script_stops_all(tmp_path):
+    env = dict(os.environ, CHDB_SERVER_PASSWORD="s3cret /:@", PYTHON=sys.executable)
+    started = subprocess.run([str(REPO / "tests-e2e" / "start-clickhouse.sh"), "--keeper", str(tmp_path)],
+                             env=env, capture_output=True, text=True, timeout=300)
+    pids = [int(p.read_text()) for p in tmp_path.glob("*.pid")]
+    try:
+        assert started.returncode == 0, started.stderr
+        exports = dict(line.removeprefix("export ").split("=", 1) for line in started.stdout.splitlines())
+        url = urllib.parse.urlsplit(exports["CLICKHOUSE_URL"])
+        assert urllib.parse.unquote(url.password) == "s3cret /:@"
+        assert exports["CLICKHOUSE_KEEPER_URLS"] == exports["CLICKHOUSE_URL"]
+        basic = base64.b64encode(f"default:{urllib.parse.unquote(url.password)}".encode()).decode()
+        plain = f"http://{url.hostname}:{url.port}"
+        assert http(plain, "SELECT 1", headers={"Authorization": "Basic " + basic})[2] == b"1\n"
+        assert len(pids) == 2  # the server and its ZooKeeper
+    finally:
+        subprocess.run([str(REPO / "tests-e2e" / "stop-clickhouse.sh"), str(tmp_path)], check=True, timeout=120)
+    for pid in pids:
+        assert not pathlib.Path(f"/proc/{pid}").exists()
+    assert _zookeepers_of(tmp_path) == []
+
+
+def _zookeepers_of(data_dir):
+    """The ZooKeeper JVMs whose data lies in data_dir (other test sessions may run ZooKeepers of their own)."""
+    lines = subprocess.run(["ps", "-eo", "pid,args"], capture_output=True, text=True).stdout.splitlines()
+    return [line for line in lines if "ZooKeeperServerMain" in line and str(data_dir) in line]

@@ -1,4 +1,4 @@
-"""python -m chdb_server --port 8123 --data DIR [--user U] [--password P] [--tls [--cert C --key K]]
+"""python -m chdb_server --port 8123 --data DIR [--config FILE] [--user U] [--password P] [--tls [--cert C --key K]]
 
 Prints one line, the server's URL, when it is ready; SIGTERM or SIGINT stop it cleanly.
 """
@@ -28,7 +28,9 @@ def main(argv=None):
     parser.add_argument("--host", default="127.0.0.1")
     parser.add_argument("--port", type=int, default=8123, help="0 picks a free port")
     parser.add_argument("--data", required=True, help="directory holding the data; kept across restarts")
-    parser.add_argument("--user", default="default")
+    parser.add_argument("--config", help="a ClickHouse server config file for the engine (e.g. <zookeeper>)")
+    parser.add_argument("--user", default=os.environ.get("CHDB_SERVER_USER", "default"),
+                        help="default: $CHDB_SERVER_USER, else default")
     parser.add_argument("--password", default=os.environ.get("CHDB_SERVER_PASSWORD", ""),
                         help="default: $CHDB_SERVER_PASSWORD, else empty")
     parser.add_argument("--tls", action="store_true", help="serve HTTPS (self-signed certificate unless --cert)")
@@ -36,7 +38,7 @@ def main(argv=None):
     parser.add_argument("--key")
     args = parser.parse_args(argv)
 
-    engine = Engine(args.data)
+    engine = Engine(args.data, args.config)
     server = Server((args.host, args.port), engine, args.user, args.password)
     scheme = "http"
     if args.tls:

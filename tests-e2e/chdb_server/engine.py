@@ -1,4 +1,5 @@
-"""One chDB session behind a lock: runs a statement with its database, settings and parameters."""
+"""The ClickHouse engine (chDB) behind the HTTP server: a pool of sessions on one data path, one per statement in
+flight, so that statements run at the same time as on a real server."""
 import dataclasses
 import os
 import re
@@ -7,10 +8,12 @@ import threading
 
 from chdb import session
 
+from .statement import Statement
+
 _CODE = re.compile(r"Code: (\d+)\. DB::Exception: ")
-_INSERT_WITH_FORMAT = re.compile(r"^\s*(INSERT\s+INTO\s+.+?)\s+FORMAT\s+(\w+)\s*;?\s*$", re.IGNORECASE | re.DOTALL)
-_TRAILING_FORMAT = re.compile(r"\bFORMAT\s+(\w+)\s*;?\s*$", re.IGNORECASE)
 _SETTING_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+# A client's own USE or SET changes the session it ran on in ways the pool does not track: that session is closed.
+_CHANGES_SESSION = re.compile(rb"\s*(USE|SET)\b", re.IGNORECASE)
 
 
 class ClickHouseError(Exception):
@@ -51,69 +54,100 @@ def _literal(value: str) -> str:
     return "'" + value.replace("\\", "\\\\").replace("'", "\\'") + "'"
 
 
-class Engine:
-    def __init__(self, data_dir: str):
-        os.makedirs(data_dir, exist_ok=True)
-        self._session = session.Session(data_dir)
-        self._lock = threading.Lock()
-        self._spool = tempfile.mkdtemp(prefix="chdb-server-")
-        self._database = None  # what the session has now: requests change only what differs
+class _Session:
+    """A chDB session and what has been set on it (database, settings), so a request changes only what differs."""
+
+    def __init__(self, path: str):
+        self._chdb = session.Session(path)
+        self._database = None
         self._settings: dict[str, str] = {}
-        self.version = self._run("SELECT version()", "TabSeparated").bytes().decode().strip()
-        self.timezone = self._run("SELECT timezone()", "TabSeparated").bytes().decode().strip()
 
     def close(self):
-        with self._lock:
-            self._session.close()
+        self._chdb.close()
 
-    def _run(self, sql, fmt, params=None):
+    def run(self, sql: str, fmt: str, params=None):
         try:
-            return self._session.query(sql, fmt, params=params)
+            return self._chdb.query(sql, fmt, params=params)
         except Exception as exc:  # chDB raises RuntimeError/ChdbError with ClickHouse's text
             raise _error(exc) from None
 
-    def execute(self, sql: str, *, data: bytes = b"", database: str = "default", fmt: str = "TabSeparated",
-                settings: dict | None = None, params: dict | None = None) -> Result:
-        """Runs one statement to its end. `data` is the INSERT's payload when the SQL came in the URL."""
-        settings = settings or {}
-        for name in settings:
-            if not _SETTING_NAME.match(name):
-                raise ClickHouseError(115, f"Code: 115. DB::Exception: Unknown setting '{name}'. (UNKNOWN_SETTING)")
-        found = _TRAILING_FORMAT.search(sql[-512:])  # only the end can hold it; a state may make sql 20 MB long
-        out_format = found.group(1) if found else fmt
-        with self._lock:
-            spool = None
-            try:
-                if data:
-                    insert = _INSERT_WITH_FORMAT.match(sql)
-                    if insert:
-                        spool = os.path.join(self._spool, "body")
-                        with open(spool, "wb") as f:
-                            f.write(data)
-                        sql = f"{insert.group(1)} FROM INFILE '{spool}' FORMAT {insert.group(2)}"
-                    else:
-                        sql = sql + "\n" + data.decode()
-                self._switch(database, settings)
-                if re.match(r"\s*USE\b", sql, re.IGNORECASE):
-                    self._database = None  # a client's own USE: forget what we know of the session
-                res = self._run(sql, out_format, params)
-                return Result(res.bytes(), out_format, res.rows_read(), res.bytes_read(),
-                              res.rows_written(), res.bytes_written(), int(res.elapsed() * 1e9))
-            finally:
-                if spool:
-                    os.unlink(spool)
-
-    def _switch(self, database: str, settings: dict):
-        """Makes the session's database and settings this request's; only what differs is changed."""
+    def switch(self, database: str, settings: dict):
+        """Makes the session's database and settings this request's."""
         if database != self._database:
             self._database = None
-            self._run(f"USE `{database.replace('`', '``')}`", "TabSeparated")
+            self.run(f"USE `{database.replace('`', '``')}`", "TabSeparated")
             self._database = database
         for name in [n for n in self._settings if n not in settings]:
-            self._run(f"SET {name} = DEFAULT", "TabSeparated")
+            self.run(f"SET {name} = DEFAULT", "TabSeparated")
             del self._settings[name]
         for name, value in settings.items():
             if self._settings.get(name) != value:
                 self._settings.pop(name, None)
-                self._run(f"SET {name} = {_literal(value)}", "TabSeparated")
+                self.run(f"SET {name} = {_literal(value)}", "TabSeparated")
                 self._settings[name] = value
+
+
+class Engine:
+    def __init__(self, data_dir: str, config: str | None = None):
+        os.makedirs(data_dir, exist_ok=True)
+        self._path = f"file:{data_dir}?config-file={config}" if config else data_dir
+        self._idle: list[_Session] = []
+        self._lock = threading.Lock()  # guards the pool, never held while a statement runs
+        self._spool = tempfile.mkdtemp(prefix="chdb-server-")
+        probe = self._take()
+        self.version = probe.run("SELECT version()", "TabSeparated").bytes().decode().strip()
+        self.timezone = probe.run("SELECT timezone()", "TabSeparated").bytes().decode().strip()
+        self._give_back(probe)
+        self.most_in_flight = 0
+        self._in_flight = 0
+
+    def close(self):
+        with self._lock:
+            for s in self._idle:
+                s.close()
+            self._idle.clear()
+
+    def _take(self) -> _Session:
+        with self._lock:
+            if self._idle:
+                return self._idle.pop()
+        return _Session(self._path)  # ~1 ms once the engine is up
+
+    def _give_back(self, s: _Session):
+        with self._lock:
+            self._idle.append(s)
+
+    def execute(self, body: bytes, *, database: str = "default", fmt: str = "TabSeparated",
+                settings: dict | None = None, params: dict | None = None) -> Result:
+        """Runs one request's statement (query text, then an INSERT's data, as a real server reads a body)."""
+        settings = settings or {}
+        for name in settings:
+            if not _SETTING_NAME.match(name):
+                raise ClickHouseError(115, f"Code: 115. DB::Exception: Unknown setting '{name}'. (UNKNOWN_SETTING)")
+        statement = Statement.parse(body)
+        spool = None
+        if statement.data is not None:
+            fd, spool = tempfile.mkstemp(dir=self._spool)
+            with os.fdopen(fd, "wb") as f:
+                f.write(statement.data)
+        sql = statement.sql(infile=spool)
+        out_format = statement.output_format or fmt
+        s = self._take()
+        keep = not _CHANGES_SESSION.match(body)
+        with self._lock:
+            self._in_flight += 1
+            self.most_in_flight = max(self.most_in_flight, self._in_flight)
+        try:
+            s.switch(database, settings)
+            res = s.run(sql, out_format, params)
+            return Result(res.bytes(), out_format, res.rows_read(), res.bytes_read(),
+                          res.rows_written(), res.bytes_written(), int(res.elapsed() * 1e9))
+        finally:
+            with self._lock:
+                self._in_flight -= 1
+            if keep:
+                self._give_back(s)
+            else:
+                s.close()
+            if spool:
+                os.unlink(spool)

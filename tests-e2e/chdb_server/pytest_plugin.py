@@ -8,7 +8,7 @@ import os
 
 import pytest
 
-from .testing import Endpoint, LocalClickHouse
+from .testing import Endpoint, LocalClickHouse, LocalZooKeeper
 
 
 @pytest.fixture(scope="session")
@@ -20,8 +20,30 @@ def clickhouse(tmp_path_factory):
         return
     server = LocalClickHouse(str(tmp_path_factory.mktemp("clickhouse")))
     server.start()
-    yield Endpoint(server.url.replace("://", "://default:@"))
+    yield Endpoint(server.url_with_credentials)
     server.stop()
+
+
+@pytest.fixture(scope="session")
+def keeper_clickhouses(tmp_path_factory):
+    """Two ClickHouse servers with KeeperMap tables on one Keeper: CLICKHOUSE_KEEPER_URLS (comma-separated) when set,
+    else two chDB servers with separate data and a ZooKeeper of this test session."""
+    urls = os.environ.get("CLICKHOUSE_KEEPER_URLS")
+    if urls:
+        yield [Endpoint(url) for url in urls.split(",")]
+        return
+    zookeeper = LocalZooKeeper(str(tmp_path_factory.mktemp("zookeeper")))
+    zookeeper.start()
+    servers = [LocalClickHouse(str(tmp_path_factory.mktemp("keeper-clickhouse")), config=zookeeper.config)
+               for _ in range(2)]
+    try:
+        for server in servers:
+            server.start()
+        yield [Endpoint(server.url_with_credentials) for server in servers]
+    finally:
+        for server in servers:
+            server.stop()
+        zookeeper.stop()
 
 
 @pytest.fixture

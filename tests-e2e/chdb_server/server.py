@@ -11,6 +11,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from urllib.parse import parse_qsl, urlsplit
 
 import lz4.frame
+from backports import zstd  # clickhouse-connect's dependency
 
 from . import blocks
 from .engine import ClickHouseError, Engine
@@ -59,20 +60,27 @@ class Faults:
             return None
 
 
+# HTTP Content-Encodings: of request bodies, and of answers to `enable_http_compression=1` as a real server chooses
+# them from Accept-Encoding.
+_DECODERS = {"gzip": gzip.decompress, "deflate": zlib.decompress, "lz4": lz4.frame.decompress, "zstd": zstd.decompress}
+_ENCODERS = {"gzip": gzip.compress, "deflate": zlib.compress, "lz4": lz4.frame.compress, "zstd": zstd.compress}
+
+
 def _decode_body(raw: bytes, encoding: str) -> bytes:
     encoding = (encoding or "").strip().lower()
     if encoding in ("", "identity"):
         return raw
-    if encoding == "gzip":
-        return gzip.decompress(raw)
-    if encoding == "deflate":
-        return zlib.decompress(raw)
-    if encoding == "lz4":
-        return lz4.frame.decompress(raw)
-    if encoding == "zstd":
-        from backports import zstd  # only clickhouse-connect sends this
-        return zstd.decompress(raw)
-    raise ClickHouseError(1001, f"Code: 1001. DB::Exception: Unknown Content-Encoding '{encoding}'. (STD_EXCEPTION)")
+    if encoding not in _DECODERS:
+        raise ClickHouseError(1001, f"Code: 1001. DB::Exception: Unknown Content-Encoding '{encoding}'. (STD_EXCEPTION)")
+    return _DECODERS[encoding](raw)
+
+
+def _accepted_encoding(accept: str) -> str | None:
+    for item in accept.split(","):
+        name = item.split(";")[0].strip().lower()
+        if name in _ENCODERS:
+            return name
+    return None
 
 
 class Handler(BaseHTTPRequestHandler):
@@ -128,6 +136,9 @@ class Handler(BaseHTTPRequestHandler):
         if url.path == "/__faults__":
             self.server.faults.update(json.loads(body or b"{}"))
             return self._send(200, b"Ok.\n", {})
+        if url.path == "/__stats__":
+            stats = {"most_in_flight": self.server.engine.most_in_flight}
+            return self._send(200, json.dumps(stats).encode(), {"Content-Type": "application/json"})
         if url.path in ("/ping",) or (url.path == "/" and "query" not in params and not body):
             return self._send(200, b"Ok.\n", {"Content-Type": "text/html; charset=UTF-8"})
         query_id = params.get("query_id") or str(uuid.uuid4())
@@ -164,19 +175,21 @@ class Handler(BaseHTTPRequestHandler):
             body = blocks.decompress(body)
         else:
             body = _decode_body(body, self.headers.get("Content-Encoding"))
-        if "query" in params:
-            sql, data = params["query"], body
-        else:
-            sql, data = body.decode(), b""
+        if "query" in params:  # as a real server: the parameter, a line break, then the body
+            body = params["query"].encode() + b"\n" + body
         database = self.headers.get("X-ClickHouse-Database") or params.get("database") or "default"
         fmt = self.headers.get("X-ClickHouse-Format") or params.get("default_format") or "TabSeparated"
         settings = {k: v for k, v in params.items() if k not in HANDLER_PARAMS and not k.startswith("param_")}
         query_params = {k[6:]: v for k, v in params.items() if k.startswith("param_")}
-        result = self.server.engine.execute(sql, data=data, database=database, fmt=fmt, settings=settings,
-                                            params=query_params)
+        result = self.server.engine.execute(body, database=database, fmt=fmt, settings=settings, params=query_params)
         payload = result.data
         if params.get("compress") == "1":
             payload = blocks.compress(payload)
+        elif params.get("enable_http_compression") == "1":
+            encoding = _accepted_encoding(self.headers.get("Accept-Encoding", ""))
+            if encoding:
+                payload = _ENCODERS[encoding](payload)
+                headers["Content-Encoding"] = encoding
         summary = {"read_rows": str(result.read_rows), "read_bytes": str(result.read_bytes),
                    "written_rows": str(result.written_rows), "written_bytes": str(result.written_bytes),
                    "total_rows_to_read": str(result.read_rows), "result_rows": str(result.written_rows or result.read_rows),
@@ -191,6 +204,7 @@ class Handler(BaseHTTPRequestHandler):
 class Server(ThreadingHTTPServer):
     daemon_threads = True
     allow_reuse_address = True
+    request_queue_size = 64  # the listen backlog: the default 5 resets connections when 16 clients connect at once
 
     def __init__(self, address, engine: Engine, user: str, password: str):
         super().__init__(address, Handler)
