@@ -3,19 +3,29 @@ package io.github.chstate.bridge.it;
 import org.testcontainers.DockerClientFactory;
 import org.testcontainers.clickhouse.ClickHouseContainer;
 
+import java.io.IOException;
+import java.io.UncheckedIOException;
 import java.net.URI;
 import java.net.URLDecoder;
 import java.nio.charset.StandardCharsets;
+import java.nio.file.Files;
+import java.nio.file.Path;
 import java.util.HashMap;
+import java.util.List;
 import java.util.Map;
 import java.util.UUID;
 
 /**
  * The ClickHouse the integration tests run against: {@code CLICKHOUSE_URL} (http[s]://user:password@host:port) if set,
  * else a Testcontainers ClickHouse where Docker runs. With neither, tests fail and say so: they are never skipped.
+ * <p>
+ * Tests of KeeperMap across servers use {@link #keeperServers()}: {@code CLICKHOUSE_KEEPER_URLS} (two or more URLs,
+ * comma-separated, of servers on one Keeper) if set, else two local chDB servers and a ZooKeeper that
+ * {@code tests-e2e/start-clickhouse.sh --keeper} starts for this JVM and {@code stop-clickhouse.sh} stops at its exit.
  */
 public final class ClickHouseEndpoint {
     private static Map<String, Object> base;
+    private static List<Map<String, Object>> keeperBases;
 
     private ClickHouseEndpoint() {
     }
@@ -28,6 +38,58 @@ public final class ClickHouseEndpoint {
         Map<String, Object> settings = new HashMap<>(base);
         settings.put("schema", "it_" + UUID.randomUUID().toString().replace("-", "").substring(0, 12));
         return settings;
+    }
+
+    /** Settings for each of two or more servers that share KeeperMap tables, each with the same new schema. */
+    public static synchronized List<Map<String, Object>> keeperServers() {
+        if (keeperBases == null) {
+            String urls = System.getenv("CLICKHOUSE_KEEPER_URLS");
+            keeperBases = (urls != null && !urls.isBlank() ? List.of(urls.split(",")) : startLocalKeeperServers())
+                    .stream().map(ClickHouseEndpoint::fromUrl).toList();
+        }
+        String schema = "it_" + UUID.randomUUID().toString().replace("-", "").substring(0, 12);
+        return keeperBases.stream().map(b -> {
+            Map<String, Object> settings = new HashMap<>(b);
+            settings.put("schema", schema);
+            return settings;
+        }).toList();
+    }
+
+    private static List<String> startLocalKeeperServers() {
+        try {
+            Path dir = Files.createTempDirectory("it-keeper-");
+            ProcessBuilder start = new ProcessBuilder("tests-e2e/start-clickhouse.sh", "--keeper", "--servers", "2",
+                    dir.toString()).redirectError(ProcessBuilder.Redirect.INHERIT);
+            if (System.getenv("PYTHON") == null && Files.isExecutable(Path.of(".venv/bin/python"))) {
+                start.environment().put("PYTHON", ".venv/bin/python");
+            }
+            Runtime.getRuntime().addShutdownHook(new Thread(() -> stopLocalKeeperServers(dir)));
+            Process process = start.start();
+            String output = new String(process.getInputStream().readAllBytes(), StandardCharsets.UTF_8);
+            if (process.waitFor() != 0) {
+                throw new IllegalStateException("tests-e2e/start-clickhouse.sh --keeper failed (its error is above); "
+                        + "it needs a Python with tests-e2e/requirements.txt (PYTHON=…), or set CLICKHOUSE_KEEPER_URLS");
+            }
+            for (String line : output.split("\n")) {
+                if (line.startsWith("export CLICKHOUSE_KEEPER_URLS=")) {
+                    return List.of(line.substring(line.indexOf('=') + 1).trim().split(","));
+                }
+            }
+            throw new IllegalStateException("start-clickhouse.sh printed no CLICKHOUSE_KEEPER_URLS: " + output);
+        } catch (IOException e) {
+            throw new UncheckedIOException(e);
+        } catch (InterruptedException e) {
+            Thread.currentThread().interrupt();
+            throw new IllegalStateException(e);
+        }
+    }
+
+    private static void stopLocalKeeperServers(Path dir) {
+        try {
+            new ProcessBuilder("tests-e2e/stop-clickhouse.sh", dir.toString()).inheritIO().start().waitFor();
+        } catch (IOException | InterruptedException e) {
+            System.err.println("could not stop the local KeeperMap servers in " + dir + ": " + e);
+        }
     }
 
     private static Map<String, Object> discover() {
