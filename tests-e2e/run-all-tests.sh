@@ -9,22 +9,29 @@ repo="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$repo"
 source tests-e2e/setup.sh
 work="$(scratch_dir)"
-trap 'stop_local_clickhouse "$work"; rm -rf "$work"' EXIT
+trap 'stop_local_clickhouse "$work/keeper"; stop_local_clickhouse "$work/plain"; rm -rf "$work"' EXIT
 status=0
 step() { printf '\n=== %s\n' "$*"; }
 
 step "Python environment ($venv)"
 install_requirements || exit 1
 
-local_server=""
-if [ -z "${CLICKHOUSE_URL:-}" ]; then
+local_servers=()
+given_url="${CLICKHOUSE_URL:-}"
+if [ -z "${CLICKHOUSE_KEEPER_URLS:-}" ]; then
   step "Local ClickHouse (chDB): two servers with KeeperMap tables on one ZooKeeper"
-  start_local_clickhouse "$work" --keeper --servers 2 || exit 1
-  local_server="$(head -n 1 "$work/server-1.out")"
-  echo "CLICKHOUSE_URL=$CLICKHOUSE_URL"
+  start_local_clickhouse "$work/keeper" --keeper --servers 2 || exit 1
+  local_servers+=("$(head -n 1 "$work/keeper/server-1.out")" "$(head -n 1 "$work/keeper/server-2.out")")
+  CLICKHOUSE_URL="$given_url"  # not the pair's first: the tests' main server has no Keeper, as most single servers
   echo "CLICKHOUSE_KEEPER_URLS=$CLICKHOUSE_KEEPER_URLS"
 fi
-export CLICKHOUSE_URL
+if [ -z "${CLICKHOUSE_URL:-}" ]; then
+  step "Local ClickHouse (chDB): one server without Keeper"
+  start_local_clickhouse "$work/plain" || exit 1
+  local_servers+=("$(head -n 1 "$work/plain/server-1.out")")
+  echo "CLICKHOUSE_URL=$CLICKHOUSE_URL"
+fi
+export CLICKHOUSE_URL CLICKHOUSE_KEEPER_URLS
 
 step "Java: ./mvnw verify"
 ./mvnw -B -ntp verify || status=1
@@ -35,9 +42,9 @@ install_shim || exit 1
 step "pytest: local ClickHouse server, shim, end to end"
 "$venv/bin/python" -m pytest -p no:cacheprovider --rootdir "$repo" tests-e2e python-shim/tests -v || status=1
 
-if [ -n "$local_server" ]; then
-  step "Local ClickHouse: the most statements it ran at once"
-  curl -s "$local_server/__stats__"; echo
+if [ "${#local_servers[@]}" -gt 0 ]; then
+  step "Local ClickHouse: the most statements each server ran at once"
+  for server in "${local_servers[@]}"; do echo "$server $(curl -s "$server/__stats__")"; done
 fi
 
 step "Result"

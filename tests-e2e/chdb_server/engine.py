@@ -5,6 +5,8 @@ import os
 import re
 import tempfile
 import threading
+import uuid
+import xml.etree.ElementTree as ElementTree
 
 from chdb import session
 
@@ -55,12 +57,22 @@ def _literal(value: str) -> str:
 
 
 class _Session:
-    """A chDB session and what has been set on it (database, settings), so a request changes only what differs."""
+    """A chDB session set up once for one database and one set of settings, and only ever used with those.
 
-    def __init__(self, path: str):
+    Changing a chDB session's settings opens a new Keeper session each time (and leaves the old one to expire), so a
+    session is never switched from one request's settings to another's: requests with the same database and settings
+    share pooled sessions, and the pool closes the least recently used ones beyond MAX_IDLE."""
+
+    def __init__(self, path: str, database: str, settings: dict):
         self._chdb = session.Session(path)
-        self._database = None
-        self._settings: dict[str, str] = {}
+        self.key = _key(database, settings)
+        try:
+            self.run(f"USE `{database.replace('`', '``')}`", "TabSeparated")
+            for name, value in settings.items():
+                self.run(f"SET {name} = {_literal(value)}", "TabSeparated")
+        except ClickHouseError:
+            self.close()
+            raise
 
     def close(self):
         self._chdb.close()
@@ -71,35 +83,42 @@ class _Session:
         except Exception as exc:  # chDB raises RuntimeError/ChdbError with ClickHouse's text
             raise _error(exc) from None
 
-    def switch(self, database: str, settings: dict):
-        """Makes the session's database and settings this request's."""
-        if database != self._database:
-            self._database = None
-            self.run(f"USE `{database.replace('`', '``')}`", "TabSeparated")
-            self._database = database
-        for name in [n for n in self._settings if n not in settings]:
-            self.run(f"SET {name} = DEFAULT", "TabSeparated")
-            del self._settings[name]
-        for name, value in settings.items():
-            if self._settings.get(name) != value:
-                self._settings.pop(name, None)
-                self.run(f"SET {name} = {_literal(value)}", "TabSeparated")
-                self._settings[name] = value
+
+def _key(database: str, settings: dict):
+    return database, tuple(sorted(settings.items()))
+
+
+def _own_config(config: str, data_dir: str) -> str:
+    """The config with a Keeper sessions path of this server's own, written into its data directory.
+
+    A ClickHouse server registers its Keeper session under `<sessions_path>/<zookeeper name>/<server UUID>` and ends
+    the session of anyone else registered there. chDB has no server UUID (all zeros), so two chDB servers on one
+    ZooKeeper would end each other's sessions over and over ("Session was killed", then "Connection loss")."""
+    tree = ElementTree.parse(config)
+    zookeeper = tree.getroot().find("zookeeper")
+    if zookeeper is not None and zookeeper.find("sessions_path") is None:
+        ElementTree.SubElement(zookeeper, "sessions_path").text = f"/clickhouse/sessions/chdb-{uuid.uuid4()}"
+    own = os.path.join(data_dir, "engine-config.xml")
+    tree.write(own)
+    return own
 
 
 class Engine:
+    MAX_IDLE = 64
+
     def __init__(self, data_dir: str, config: str | None = None):
         os.makedirs(data_dir, exist_ok=True)
-        self._path = f"file:{data_dir}?config-file={config}" if config else data_dir
-        self._idle: list[_Session] = []
+        self._path = f"file:{data_dir}?config-file={_own_config(config, data_dir)}" if config else data_dir
+        self._idle: list[_Session] = []  # least recently used first
         self._lock = threading.Lock()  # guards the pool, never held while a statement runs
         self._spool = tempfile.mkdtemp(prefix="chdb-server-")
-        probe = self._take()
+        self.most_in_flight = 0
+        self.sessions_opened = 0
+        self._in_flight = 0
+        probe = self._take("default", {})
         self.version = probe.run("SELECT version()", "TabSeparated").bytes().decode().strip()
         self.timezone = probe.run("SELECT timezone()", "TabSeparated").bytes().decode().strip()
         self._give_back(probe)
-        self.most_in_flight = 0
-        self._in_flight = 0
 
     def close(self):
         with self._lock:
@@ -107,15 +126,22 @@ class Engine:
                 s.close()
             self._idle.clear()
 
-    def _take(self) -> _Session:
+    def _take(self, database: str, settings: dict) -> _Session:
+        key = _key(database, settings)
         with self._lock:
-            if self._idle:
-                return self._idle.pop()
-        return _Session(self._path)  # ~1 ms once the engine is up
+            for i in range(len(self._idle) - 1, -1, -1):
+                if self._idle[i].key == key:
+                    return self._idle.pop(i)
+        self.sessions_opened += 1
+        return _Session(self._path, database, settings)  # ~1 ms once the engine is up
 
     def _give_back(self, s: _Session):
         with self._lock:
             self._idle.append(s)
+            surplus = self._idle[:-self.MAX_IDLE]
+            del self._idle[:-self.MAX_IDLE]
+        for old in surplus:
+            old.close()
 
     def execute(self, body: bytes, *, database: str = "default", fmt: str = "TabSeparated",
                 settings: dict | None = None, params: dict | None = None) -> Result:
@@ -132,13 +158,12 @@ class Engine:
                 f.write(statement.data)
         sql = statement.sql(infile=spool)
         out_format = statement.output_format or fmt
-        s = self._take()
+        s = self._take(database, settings)
         keep = not _CHANGES_SESSION.match(body)
         with self._lock:
             self._in_flight += 1
             self.most_in_flight = max(self.most_in_flight, self._in_flight)
         try:
-            s.switch(database, settings)
             res = s.run(sql, out_format, params)
             return Result(res.bytes(), out_format, res.rows_read(), res.bytes_read(),
                           res.rows_written(), res.bytes_written(), int(res.elapsed() * 1e9))

@@ -78,6 +78,10 @@ class ClickhouseStateStoreManager(StateStoreManager):
             bridge, self._bridge = self._bridge, None
             bridge.release()
 
+    def migrate(self) -> None:
+        """`meltano upgrade` (Meltano 4.2+): brings the tables up to date in place."""
+        self._call("migrate")
+
     def set(self, state: MeltanoState) -> None:
         self._call("set", _from_state(state))
 

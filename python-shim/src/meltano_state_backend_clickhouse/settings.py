@@ -19,7 +19,12 @@ CA_CERT = _setting("ca_cert", "CA certificate", "PEM file of the CA that signed 
 CONNECT_TIMEOUT_SECONDS = _setting("connect_timeout_seconds", "Connect timeout", "Seconds to wait for a connection (default 10)", SettingKind.INTEGER)
 QUERY_TIMEOUT_SECONDS = _setting("query_timeout_seconds", "Query timeout", "Seconds to wait for one query's answer (default 30)", SettingKind.INTEGER)
 CLUSTER = _setting("cluster", "Cluster", "Cluster name for ON CLUSTER DDL and Replicated tables (default: none, a single node)")
+LOCK = _setting("lock", "Lock", "How state ids are locked: auto (default: keeper where the server has KeeperMap, "
+               "else claims on a single node), keeper (a KeeperMap table; single node, cluster, Cloud) or claims "
+               "(MergeTree rows; single node only)", SettingKind.OPTIONS,
+               options=[{"label": "auto", "value": "auto"}, {"label": "keeper", "value": "keeper"},
+                        {"label": "claims", "value": "claims"}])
 LOCK_WAIT_SECONDS = _setting("lock_wait_seconds", "Lock wait", "Seconds to wait for a state id's lock before failing (default 30)", SettingKind.INTEGER)
 
 ALL = [HOST, PORT, DATABASE, USER, PASSWORD, SECURE, SCHEMA, TABLE, CA_CERT, CONNECT_TIMEOUT_SECONDS,
-       QUERY_TIMEOUT_SECONDS, LOCK_WAIT_SECONDS, CLUSTER]
+       QUERY_TIMEOUT_SECONDS, LOCK_WAIT_SECONDS, CLUSTER, LOCK]

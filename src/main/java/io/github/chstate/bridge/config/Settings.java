@@ -10,6 +10,7 @@ import java.time.Duration;
  * @param lockTimeout  age after which a lock is stale and may be taken over
  * @param lockWait     how long acquire_lock keeps trying before it gives up
  * @param cluster      the cluster for {@code ON CLUSTER} DDL and Replicated engines, or null for a single node
+ * @param lock         which lock guards each state id's updates
  */
 public record Settings(
         String host,
@@ -26,7 +27,23 @@ public record Settings(
         Duration lockTimeout,
         Duration lockRetry,
         Duration lockWait,
-        String cluster) {
+        String cluster,
+        LockKind lock) {
+
+    /** The {@code lock} setting. */
+    public enum LockKind {
+        /** KeeperMap where the server has it, else claims on a single node; refuses replicated tables without it. */
+        AUTO,
+        /** A KeeperMap table in strict mode: exclusive on a single node, a cluster and ClickHouse Cloud. */
+        KEEPER,
+        /** Claim rows in a MergeTree table: exclusive on a single node only. */
+        CLAIMS
+    }
+
+    public Settings withLock(LockKind kind) {
+        return new Settings(host, port, database, user, password, secure, caCert, schema, table, connectTimeout,
+                queryTimeout, lockTimeout, lockRetry, lockWait, cluster, kind);
+    }
 
     /** The JDBC URL, without credentials. */
     public String jdbcUrl() {

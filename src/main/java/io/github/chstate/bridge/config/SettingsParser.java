@@ -21,7 +21,7 @@ public final class SettingsParser {
     public static final Set<String> KEYS = Set.of(
             "uri", "host", "port", "database", "user", "password", "secure", "ca_cert", "schema", "table",
             "connect_timeout_seconds", "query_timeout_seconds",
-            "lock_timeout_seconds", "lock_retry_seconds", "lock_wait_seconds", "cluster");
+            "lock_timeout_seconds", "lock_retry_seconds", "lock_wait_seconds", "cluster", "lock");
 
     private static final Pattern NAME = Pattern.compile("[A-Za-z_][A-Za-z0-9_]*");
 
@@ -54,7 +54,8 @@ public final class SettingsParser {
                 v.seconds("lock_timeout_seconds", 10),
                 v.seconds("lock_retry_seconds", 1),
                 v.seconds("lock_wait_seconds", 30),
-                v.string("cluster", null));
+                v.string("cluster", null),
+                v.choice("lock", Settings.LockKind.AUTO));
     }
 
     static BridgeException bad(String key, String problem) {
@@ -140,6 +141,20 @@ public final class SettingsParser {
                 throw bad(key, "must be a plain ClickHouse identifier (letters, digits, underscore; not starting with a digit), got '" + val + "'");
             }
             return val;
+        }
+
+        <E extends Enum<E>> E choice(String key, E fallback) {
+            Object val = values.get(key);
+            if (val == null) {
+                return fallback;
+            }
+            for (E option : fallback.getDeclaringClass().getEnumConstants()) {
+                if (option.name().equalsIgnoreCase(val.toString().trim())) {
+                    return option;
+                }
+            }
+            throw bad(key, "must be one of " + java.util.Arrays.stream(fallback.getDeclaringClass().getEnumConstants())
+                    .map(o -> o.name().toLowerCase(Locale.ROOT)).toList() + ", got '" + val + "'");
         }
 
         boolean bool(String key, boolean fallback) {

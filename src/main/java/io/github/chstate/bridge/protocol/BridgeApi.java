@@ -18,6 +18,9 @@ public interface BridgeApi {
     @JsonRpcMethod("initialize")
     Map<String, Object> initialize(@JsonRpcParam("settings") Map<String, Object> settings);
 
+    @JsonRpcMethod("migrate")
+    Map<String, Object> migrate();
+
     @JsonRpcMethod("get")
     StoredState get(@JsonRpcParam("state_id") String stateId);
 

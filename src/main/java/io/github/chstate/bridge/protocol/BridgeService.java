@@ -6,8 +6,10 @@ import io.github.chstate.bridge.BridgeException;
 import io.github.chstate.bridge.ErrorCode;
 import io.github.chstate.bridge.config.Settings;
 import io.github.chstate.bridge.config.SettingsParser;
-import io.github.chstate.bridge.store.ClaimLock;
 import io.github.chstate.bridge.store.ClickHouse;
+import io.github.chstate.bridge.store.KeeperLock;
+import io.github.chstate.bridge.store.Locks;
+import io.github.chstate.bridge.store.StateLock;
 import io.github.chstate.bridge.store.StateStore;
 import io.github.chstate.bridge.store.StoredState;
 import io.github.chstate.bridge.store.Tables;
@@ -17,6 +19,7 @@ import org.slf4j.LoggerFactory;
 import java.time.Duration;
 import java.util.LinkedHashMap;
 import java.util.List;
+import java.util.Locale;
 import java.util.Map;
 
 /** Checks each call's parameters and hands it to the store; holds the connection made by {@code initialize}. */
@@ -26,9 +29,10 @@ public final class BridgeService implements BridgeApi, AutoCloseable {
 
     private final ObjectMapper json;
     private Settings settings;
+    private Map<String, Object> rawSettings;
     private ClickHouse clickHouse;
     private StateStore store;
-    private ClaimLock lock;
+    private StateLock lock;
     private volatile boolean shutdownRequested;
 
     public BridgeService(ObjectMapper json) {
@@ -51,26 +55,32 @@ public final class BridgeService implements BridgeApi, AutoCloseable {
         try {
             Tables tables = new Tables(parsed);
             Tables.Found found = tables.ensure(ch);
-            if (!"MergeTree".equals(found.claimsEngine())) {
-                log.warn("The lock table {}.{}_claims is a {}, not a single-node MergeTree: the lock cannot promise "
-                        + "exclusive access there (README: 'The lock'). Do not run two pipelines on one state id at once.",
-                        parsed.schema(), parsed.table(), found.claimsEngine());
-            }
+            StateLock opened = Locks.open(ch, tables, found, parsed);
             String version = found.serverVersion();
             settings = parsed;
+            rawSettings = raw;
             clickHouse = ch;
-            lock = new ClaimLock(ch, tables, parsed.lockTimeout());
-            store = new StateStore(ch, tables, found.clock(), lock, json);
+            lock = opened;
+            store = new StateStore(ch, tables, found.clock(), opened, found.deployment(), json);
             log.debug("Connected to ClickHouse {} with {}", version, parsed);
             Map<String, Object> answer = new LinkedHashMap<>();
             answer.put("bridge_version", BRIDGE_VERSION);
             answer.put("protocol_version", PROTOCOL_VERSION);
             answer.put("clickhouse_version", version);
+            answer.put("deployment", found.deployment().name().toLowerCase(Locale.ROOT));
+            answer.put("lock", opened instanceof KeeperLock ? "keeper" : "claims");
             return answer;
         } catch (RuntimeException e) {
             ch.close();
             throw e;
         }
+    }
+
+    /** Meltano's {@code meltano upgrade}: brings the tables up to date in place, as initialize does, again. */
+    @Override
+    public synchronized Map<String, Object> migrate() {
+        requireInitialized();
+        return initialize(rawSettings);
     }
 
     @Override

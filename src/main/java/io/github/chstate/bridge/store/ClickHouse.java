@@ -135,6 +135,16 @@ public final class ClickHouse implements AutoCloseable {
         pool.close();
     }
 
+    /**
+     * Whether a statement lost a Keeper compare-and-set under {@code keeper_map_strict_mode}: code 999 with "Node
+     * exists" (a create of an existing row) or "Bad version" (the row changed between the server's read and write).
+     */
+    static boolean isKeeperConflict(BridgeException e) {
+        String message = String.valueOf(e.getMessage());
+        return Integer.valueOf(999).equals(serverCode(e))
+                && (message.contains("Node exists") || message.contains("Bad version"));
+    }
+
     /** What went wrong, in words a user can act on; the SQL itself is not repeated (it may hold state). */
     private BridgeException translate(Throwable e) {
         if (e instanceof BridgeException be) {

@@ -32,7 +32,8 @@ public final class StateStore {
     private final ClickHouse ch;
     private final Tables tables;
     private final ServerClock clock;
-    private final ClaimLock lock;
+    private final StateLock lock;
+    private final Deployment deployment;
     private final ObjectMapper json;
 
     /** The newest version of an id as last read or written under the claim {@code token}. */
@@ -41,18 +42,20 @@ public final class StateStore {
 
     private final Map<String, Known> known = new ConcurrentHashMap<>();
 
-    public StateStore(ClickHouse ch, Tables tables, ServerClock clock, ClaimLock lock, ObjectMapper json) {
+    public StateStore(ClickHouse ch, Tables tables, ServerClock clock, StateLock lock, Deployment deployment,
+                      ObjectMapper json) {
         this.ch = ch;
         this.tables = tables;
         this.clock = clock;
         this.lock = lock;
+        this.deployment = deployment;
         this.json = json;
     }
 
     public StoredState get(String stateId) {
         String token = lock.heldToken(stateId);
         return ch.queryOne("SELECT state_id, partial_state, completed_state, toUnixTimestamp64Milli(updated_at) FROM "
-                + tables.state + " FINAL WHERE state_id = " + Sql.literal(stateId), rs -> {
+                + tables.state + " FINAL WHERE state_id = " + Sql.literal(stateId) + deployment.readClause(), rs -> {
                     if (token != null) {
                         known.put(stateId, new Known(token, rs.getLong(4)));
                     }
@@ -62,12 +65,12 @@ public final class StateStore {
 
     public List<StoredState> getAll(String pattern) {
         return ch.query("SELECT state_id, partial_state, completed_state FROM " + tables.state + " FINAL" + matching(pattern)
-                + " ORDER BY state_id", this::row);
+                + " ORDER BY state_id" + deployment.readClause(), this::row);
     }
 
     public List<String> stateIds(String pattern) {
-        return ch.query("SELECT state_id FROM " + tables.state + " FINAL" + matching(pattern) + " ORDER BY state_id",
-                rs -> rs.getString(1));
+        return ch.query("SELECT state_id FROM " + tables.state + " FINAL" + matching(pattern) + " ORDER BY state_id"
+                + deployment.readClause(), rs -> rs.getString(1));
     }
 
     /** Under this bridge's lock on the id, a plain INSERT with its version (see above); else as {@link #setAll}. */
@@ -82,13 +85,13 @@ public final class StateStore {
         long newest = last != null && last.token.equals(token) ? last.versionMillis : newestVersion(id);
         long version = Math.max(clock.nowMillis(), newest + 1);
         ch.execute("INSERT INTO " + tables.state + " (state_id, partial_state, completed_state, updated_at) "
-                + deduplicated() + " VALUES " + tuple(state, version / 1000 + "." + String.format("%03d", version % 1000)));
+                + deduplicated(false) + " VALUES " + tuple(state, version / 1000 + "." + String.format("%03d", version % 1000)));
         known.put(id, new Known(token, version));
     }
 
     private long newestVersion(String stateId) {
         return ch.queryOne("SELECT toUnixTimestamp64Milli(max(updated_at)) FROM " + tables.state
-                + " WHERE state_id = " + Sql.literal(stateId), rs -> rs.getLong(1));
+                + " WHERE state_id = " + Sql.literal(stateId) + deployment.readClause(), rs -> rs.getLong(1));
     }
 
     /** Writes all states in one INSERT; for an id given twice the last one counts. */
@@ -107,7 +110,7 @@ public final class StateStore {
                 + "SELECT state_id, partial_state, completed_state, greatest(now64(3), (SELECT max(updated_at) FROM "
                 + tables.state + " WHERE state_id IN (" + ids + ")) + toIntervalMillisecond(1)) "
                 + "FROM values('state_id String, partial_state Nullable(String), completed_state Nullable(String)', " + rows + ") "
-                + deduplicated());
+                + deduplicated(true));
         return byId.size();
     }
 
@@ -117,9 +120,10 @@ public final class StateStore {
                 + Sql.nullableLiteral(text(s.completed())) + (version == null ? "" : ", " + version) + ")";
     }
 
-    private static String deduplicated() {
+    /** An INSERT's settings; {@code readsToo}: it reads the newest version of the ids it writes. */
+    private String deduplicated(boolean readsToo) {
         return "SETTINGS async_insert = 0, insert_deduplicate = 1, insert_deduplication_token = "
-                + Sql.literal(UUID.randomUUID().toString());
+                + Sql.literal(UUID.randomUUID().toString()) + deployment.insertSettings(readsToo);
     }
 
     public void delete(String stateId) {
@@ -129,7 +133,8 @@ public final class StateStore {
 
     /** Removes every state; answers how many ids there were. */
     public long clearAll() {
-        Long count = ch.queryOne("SELECT count() FROM " + tables.state + " FINAL", rs -> rs.getLong(1));
+        Long count = ch.queryOne("SELECT count() FROM " + tables.state + " FINAL" + deployment.readClause(),
+                rs -> rs.getLong(1));
         known.clear();
         ch.execute("TRUNCATE TABLE " + tables.state);
         return count == null ? 0 : count;

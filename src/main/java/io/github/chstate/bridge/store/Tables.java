@@ -8,61 +8,87 @@ import java.util.List;
 import java.util.Set;
 
 /**
- * The two tables and their DDL. The state table is the upstream add-on's, unchanged, so either can read what the
- * other wrote; the claims table is ours (the upstream {@code <table>_lock} has another layout and is left alone).
+ * The tables and their DDL. The state table is the upstream add-on's, unchanged, so either can read what the other
+ * wrote; the lock tables are ours (the upstream {@code <table>_lock} has another layout and is left alone): the claims
+ * table of {@link ClaimLock} and the KeeperMap table of {@link KeeperLock}, each created only where that lock is used.
  */
 public final class Tables {
     static final Set<String> STATE_COLUMNS = Set.of("state_id", "partial_state", "completed_state", "updated_at");
+    private static final String REPLICA_PATH = "'/clickhouse/tables/{shard}/{database}/{table}', '{replica}'";
 
     final String schema;
     final String state;
     final String claims;
+    final String keeperLock;
     private final String stateName;
     private final String claimsName;
+    private final String keeperLockName;
+    private final String keeperPath;
+    private final String cluster;
     private final String onCluster;
 
     public Tables(Settings settings) {
         this.schema = settings.schema();
         this.stateName = settings.table();
         this.claimsName = settings.table() + "_claims";
+        this.keeperLockName = settings.table() + "_keeper_lock";
+        // Under the server's keeper_map_path_prefix; the same on every server, so that all of them share the rows.
+        this.keeperPath = "/meltano_state/" + schema + "/" + stateName;
         this.state = Sql.identifier(schema) + "." + Sql.identifier(stateName);
         this.claims = Sql.identifier(schema) + "." + Sql.identifier(claimsName);
-        this.onCluster = settings.cluster() == null ? "" : " ON CLUSTER " + Sql.identifier(settings.cluster());
+        this.keeperLock = Sql.identifier(schema) + "." + Sql.identifier(keeperLockName);
+        this.cluster = settings.cluster();
+        this.onCluster = cluster == null ? "" : " ON CLUSTER " + Sql.identifier(cluster);
     }
 
     /**
-     * The DDL, idempotent. With a cluster: {@code ON CLUSTER} and Replicated engines, which deduplicate re-sent
-     * inserts by themselves (the lock's guarantee does not hold there; see {@link ClaimLock}).
+     * The schema and state table. A single node gets a deduplication window (re-sent inserts are no-ops); a cluster
+     * gets {@code ON CLUSTER} and a Replicated engine, and Cloud a plain engine it makes Shared — both deduplicate by
+     * themselves, and a Shared engine would refuse the non-replicated setting.
      */
-    List<String> createStatements() {
-        boolean replicated = !onCluster.isEmpty();
-        String path = "'/clickhouse/tables/{shard}/{database}/{table}', '{replica}'";
+    List<String> stateStatements(Deployment deployment) {
+        String engine = switch (deployment) {
+            case SINGLE_NODE -> "ReplacingMergeTree(updated_at) ORDER BY state_id SETTINGS non_replicated_deduplication_window = 1000";
+            case REPLICATED -> cluster == null ? "ReplacingMergeTree(updated_at) ORDER BY state_id" // a Replicated database
+                    : "ReplicatedReplacingMergeTree(" + REPLICA_PATH + ", updated_at) ORDER BY state_id";
+            case SHARED -> "ReplacingMergeTree(updated_at) ORDER BY state_id";
+        };
         return List.of(
                 "CREATE DATABASE IF NOT EXISTS " + Sql.identifier(schema) + onCluster,
-                "CREATE TABLE IF NOT EXISTS " + state + onCluster + " ("
-                        + "state_id String, partial_state Nullable(String), completed_state Nullable(String), "
-                        + "updated_at DateTime64(3) DEFAULT now64(3)) ENGINE = "
-                        + (replicated ? "ReplicatedReplacingMergeTree(" + path + ", updated_at)" : "ReplacingMergeTree(updated_at)")
-                        + " ORDER BY state_id" + (replicated ? "" : " SETTINGS non_replicated_deduplication_window = 1000"),
-                // One part per claim; the persisted block number gives the commit order (ClaimLock).
-                "CREATE TABLE IF NOT EXISTS " + claims + onCluster + " ("
-                        + "state_id String, token String, kind Enum8('claim' = 1, 'release' = 2), at DateTime64(3) DEFAULT now64(3)) "
-                        + "ENGINE = " + (replicated ? "ReplicatedMergeTree(" + path + ")" : "MergeTree")
-                        + " ORDER BY (state_id, at) TTL toDateTime(at) + INTERVAL 1 DAY SETTINGS enable_block_number_column = 1");
+                "CREATE TABLE IF NOT EXISTS " + state + onCluster + " (state_id String, partial_state Nullable(String), "
+                        + "completed_state Nullable(String), updated_at DateTime64(3) DEFAULT now64(3)) ENGINE = " + engine);
     }
 
-    /** What {@link #ensure} found: the server's version and clock, and the lock table's engine. */
-    public record Found(String serverVersion, ServerClock clock, String claimsEngine) {
+    /** One part per claim; the persisted block number gives the commit order ({@link ClaimLock}). */
+    String claimsStatement() {
+        return "CREATE TABLE IF NOT EXISTS " + claims + onCluster + " (state_id String, token String, "
+                + "kind Enum8('claim' = 1, 'release' = 2), at DateTime64(3) DEFAULT now64(3)) ENGINE = "
+                + (cluster != null ? "ReplicatedMergeTree(" + REPLICA_PATH + ")" : "MergeTree")
+                + " ORDER BY (state_id, at) TTL toDateTime(at) + INTERVAL 1 DAY SETTINGS enable_block_number_column = 1";
+    }
+
+    /** A row per state id, kept in Keeper ({@link KeeperLock}); the same on every deployment. */
+    String keeperLockStatement() {
+        return "CREATE TABLE IF NOT EXISTS " + keeperLock + onCluster + " (state_id String, token String, "
+                + "at DateTime64(3) DEFAULT now64(3), wanted DateTime64(3) DEFAULT 0) "
+                + "ENGINE = KeeperMap(" + Sql.literal(keeperPath) + ") PRIMARY KEY state_id";
+    }
+
+    /** What {@link #ensure} found: the server's version and clock, the deployment, and which lock tables exist. */
+    public record Found(String serverVersion, ServerClock clock, Deployment deployment, String claimsEngine,
+                        boolean keeperLockExists) {
     }
 
     /**
-     * Creates the schema database and both tables where missing, and checks an existing state table. When both
-     * exist, as on every start but the first, this is a single query.
+     * Creates the schema database and the state table where missing, brings an existing one up to date, and checks
+     * it. When the tables exist, as on every start but the first, this is a single query.
      */
     public Found ensure(ClickHouse ch) {
         Probe probe = probe(ch);
-        if (probe.stateEngine.isEmpty() || probe.claimsEngine.isEmpty()) {
-            createStatements().forEach(ch::execute);
+        if (probe.stateEngine.isEmpty()) {
+            Deployment expected = cluster != null ? Deployment.REPLICATED
+                    : probe.cloud ? Deployment.SHARED : Deployment.SINGLE_NODE;
+            stateStatements(expected).forEach(ch::execute);
             probe = probe(ch);
         }
         if (!List.of(probe.stateColumns.split(",")).containsAll(STATE_COLUMNS)) {
@@ -75,41 +101,74 @@ public final class Tables {
         if ("ReplacingMergeTree".equals(probe.stateEngine) && !probe.stateCreate.contains("non_replicated_deduplication_window")) {
             ch.execute("ALTER TABLE " + state + onCluster + " MODIFY SETTING non_replicated_deduplication_window = 1000");
         }
-        return new Found(probe.serverVersion, probe.clock, probe.claimsEngine);
+        return new Found(probe.serverVersion, probe.clock, Deployment.ofEngine(probe.stateEngine), probe.claimsEngine,
+                probe.keeperLockExists);
     }
 
-    /** Engines and DDL are empty for a table that does not exist; version and clock are null when neither does. */
-    private record Probe(String serverVersion, ServerClock clock, String stateEngine, String stateCreate,
-                         String stateColumns, String claimsEngine) {
+    /** Creates the claims table if missing; answers its engine. */
+    String ensureClaims(ClickHouse ch, Found found) {
+        if (!found.claimsEngine().isEmpty()) {
+            return found.claimsEngine();
+        }
+        ch.execute(claimsStatement());
+        return cluster != null ? "ReplicatedMergeTree" : "MergeTree";
     }
 
-    private record TableRow(String serverVersion, ServerClock clock, String name, String engine, String create,
-                            String stateColumns) {
+    /** Creates the KeeperMap lock table if missing; false when the server has no KeeperMap (code 36, no prefix). */
+    boolean ensureKeeperLock(ClickHouse ch, Found found) {
+        if (found.keeperLockExists()) {
+            return true;
+        }
+        try {
+            ch.execute(keeperLockStatement());
+            return true;
+        } catch (BridgeException e) {
+            if (String.valueOf(e.getMessage()).contains("keeper_map_path_prefix")) {
+                return false;
+            }
+            throw e;
+        }
     }
 
-    /** A row per table that exists: one pass over system.tables costs the server half of what a subquery each did. */
+    /** Engines and DDL are empty for a table that does not exist. */
+    private record Probe(String serverVersion, ServerClock clock, boolean cloud, String stateEngine, String stateCreate,
+                         String stateColumns, String claimsEngine, boolean keeperLockExists) {
+    }
+
+    private record TableRow(String serverVersion, ServerClock clock, boolean cloud, String name, String engine,
+                            String create, String stateColumns) {
+    }
+
+    /**
+     * A row per table that exists, and one with an empty name that is always there: one pass over system.tables costs
+     * the server half of what a subquery per table did.
+     */
     private Probe probe(ClickHouse ch) {
         String db = Sql.literal(schema);
         long before = System.nanoTime();
-        List<TableRow> rows = ch.query("SELECT version(), toUnixTimestamp64Milli(now64(3)), name, engine, "
-                + "create_table_query, (SELECT arrayStringConcat(groupArray(name), ',') FROM system.columns WHERE "
-                + "database = " + db + " AND table = " + Sql.literal(stateName) + ") FROM system.tables WHERE database = "
-                + db + " AND name IN (" + Sql.literal(stateName) + ", " + Sql.literal(claimsName) + ")",
-                rs -> new TableRow(rs.getString(1), new ServerClock(rs.getLong(2), before), rs.getString(3),
-                        rs.getString(4), rs.getString(5), rs.getString(6)));
-        String version = null, stateEngine = "", stateCreate = "", stateColumns = "", claimsEngine = "";
-        ServerClock clock = null;
+        List<TableRow> rows = ch.query("SELECT version(), toUnixTimestamp64Milli(now64(3)), "
+                + "(SELECT count() FROM system.settings WHERE name = 'cloud_mode' AND value = '1'), t.name, t.engine, "
+                + "t.create_table_query, (SELECT arrayStringConcat(groupArray(name), ',') FROM system.columns WHERE "
+                + "database = " + db + " AND table = " + Sql.literal(stateName) + ") FROM (SELECT name, engine, "
+                + "create_table_query FROM system.tables WHERE database = " + db + " AND name IN ("
+                + Sql.literal(stateName) + ", " + Sql.literal(claimsName) + ", " + Sql.literal(keeperLockName)
+                + ") UNION ALL SELECT '', '', '') AS t",
+                rs -> new TableRow(rs.getString(1), new ServerClock(rs.getLong(2), before), rs.getLong(3) > 0,
+                        rs.getString(4), rs.getString(5), rs.getString(6), rs.getString(7)));
+        String stateEngine = "", stateCreate = "", claimsEngine = "";
+        boolean keeperLockExists = false;
         for (TableRow row : rows) {
-            version = row.serverVersion;
-            clock = row.clock;
-            stateColumns = row.stateColumns;
             if (row.name.equals(stateName)) {
                 stateEngine = row.engine;
                 stateCreate = row.create;
-            } else {
+            } else if (row.name.equals(claimsName)) {
                 claimsEngine = row.engine;
+            } else if (row.name.equals(keeperLockName)) {
+                keeperLockExists = true;
             }
         }
-        return new Probe(version, clock, stateEngine, stateCreate, stateColumns, claimsEngine);
+        TableRow any = rows.get(0);
+        return new Probe(any.serverVersion, any.clock, any.cloud, stateEngine, stateCreate, any.stateColumns,
+                claimsEngine, keeperLockExists);
     }
 }

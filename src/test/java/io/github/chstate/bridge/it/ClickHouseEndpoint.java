@@ -1,5 +1,6 @@
 package io.github.chstate.bridge.it;
 
+import com.clickhouse.jdbc.Driver;
 import org.testcontainers.DockerClientFactory;
 import org.testcontainers.clickhouse.ClickHouseContainer;
 
@@ -10,9 +11,13 @@ import java.net.URLDecoder;
 import java.nio.charset.StandardCharsets;
 import java.nio.file.Files;
 import java.nio.file.Path;
+import java.sql.Connection;
+import java.sql.SQLException;
+import java.sql.Statement;
 import java.util.HashMap;
 import java.util.List;
 import java.util.Map;
+import java.util.Properties;
 import java.util.UUID;
 
 /**
@@ -112,6 +117,31 @@ public final class ClickHouseEndpoint {
             return DockerClientFactory.instance().isDockerAvailable();
         } catch (RuntimeException e) {
             return false;
+        }
+    }
+
+    /** A plain JDBC connection to a server of {@link #settings()} or {@link #keeperServers()}, for checks beside the bridge. */
+    public static Connection jdbc(Map<String, Object> server) throws SQLException {
+        Properties credentials = new Properties();
+        credentials.setProperty("user", (String) server.get("user"));
+        credentials.setProperty("password", (String) server.get("password"));
+        String scheme = Boolean.TRUE.equals(server.get("secure")) ? "https" : "http";
+        return new Driver().connect("jdbc:clickhouse:" + scheme + "://" + server.get("host") + ":" + server.get("port")
+                + "/default", credentials);
+    }
+
+    /** Whether the server has KeeperMap tables: without keeper_map_path_prefix, creating one fails with code 36. */
+    public static boolean hasKeeperMap(Map<String, Object> server) throws SQLException {
+        String table = "default.keeper_probe_" + UUID.randomUUID().toString().replace("-", "");
+        try (Connection c = jdbc(server); Statement s = c.createStatement()) {
+            s.execute("CREATE TABLE " + table + " (k String) ENGINE = KeeperMap('/" + table + "') PRIMARY KEY k");
+            s.execute("DROP TABLE " + table);
+            return true;
+        } catch (SQLException e) {
+            if (String.valueOf(e.getMessage()).contains("keeper_map_path_prefix")) {
+                return false;
+            }
+            throw e;
         }
     }
 

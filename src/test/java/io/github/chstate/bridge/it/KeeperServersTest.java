@@ -1,6 +1,5 @@
 package io.github.chstate.bridge.it;
 
-import com.clickhouse.jdbc.Driver;
 import org.junit.jupiter.api.Test;
 
 import java.sql.Connection;
@@ -10,7 +9,6 @@ import java.sql.Statement;
 import java.util.ArrayList;
 import java.util.List;
 import java.util.Map;
-import java.util.Properties;
 import java.util.UUID;
 
 import static org.junit.jupiter.api.Assertions.assertEquals;
@@ -27,7 +25,7 @@ class KeeperServersTest {
         List<Connection> connections = new ArrayList<>();
         try {
             for (Map<String, Object> server : servers.subList(0, 2)) {
-                Connection c = connect(server);
+                Connection c = ClickHouseEndpoint.jdbc(server);
                 connections.add(c);
                 run(c, "CREATE TABLE IF NOT EXISTS default.km" + path.substring(4)
                         + " (k String, v String) ENGINE = KeeperMap('" + path + "') PRIMARY KEY k");
@@ -48,15 +46,6 @@ class KeeperServersTest {
                 c.close();
             }
         }
-    }
-
-    private static Connection connect(Map<String, Object> server) throws SQLException {
-        Properties credentials = new Properties();
-        credentials.setProperty("user", (String) server.get("user"));
-        credentials.setProperty("password", (String) server.get("password"));
-        String scheme = Boolean.TRUE.equals(server.get("secure")) ? "https" : "http";
-        return new Driver().connect("jdbc:clickhouse:" + scheme + "://" + server.get("host") + ":" + server.get("port")
-                + "/default", credentials);
     }
 
     private static void run(Connection c, String sql) throws SQLException {

@@ -5,17 +5,31 @@ import io.github.chstate.bridge.protocol.Json;
 import io.github.chstate.bridge.BridgeException;
 import io.github.chstate.bridge.ErrorCode;
 import io.github.chstate.bridge.protocol.BridgeService;
+import io.github.chstate.bridge.config.Settings;
+import io.github.chstate.bridge.config.SettingsParser;
 import io.github.chstate.bridge.store.ClaimLock;
+import io.github.chstate.bridge.store.ClickHouse;
+import io.github.chstate.bridge.store.Deployment;
+import io.github.chstate.bridge.store.KeeperLock;
+import io.github.chstate.bridge.store.KeepingLock;
+import io.github.chstate.bridge.store.Locks;
+import io.github.chstate.bridge.store.StateLock;
+import io.github.chstate.bridge.store.Tables;
 import org.junit.jupiter.api.Test;
+import org.junit.jupiter.params.ParameterizedTest;
+import org.junit.jupiter.params.provider.ValueSource;
 
 import java.io.File;
 import java.io.OutputStream;
 import java.nio.charset.StandardCharsets;
+import java.sql.Connection;
+import java.sql.ResultSet;
+import java.sql.Statement;
 import java.time.Duration;
 import java.util.ArrayList;
-import java.util.HashMap;
 import java.util.List;
 import java.util.Map;
+import java.util.UUID;
 import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.TimeUnit;
 
@@ -25,27 +39,59 @@ import static org.junit.jupiter.api.Assertions.assertThrows;
 import static org.junit.jupiter.api.Assertions.assertTimeoutPreemptively;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
+/**
+ * Both locks, each on a server that has it: claims on {@link ClickHouseEndpoint#settings()}, keeper on the first of
+ * {@link ClickHouseEndpoint#keeperServers()} (and, in the stress test, on both, half of the processes on each).
+ */
 class LockIntegrationTest {
     private static final int PROCESSES = 8;
     private static final int ROUNDS = 100;
     private final ObjectMapper json = Json.mapper();
 
-    @Test
-    void eightProcessesNeverHoldTheLockAtOnceAndLoseNoIncrement() throws Exception {
-        Map<String, Object> settings = ClickHouseEndpoint.settings();
-        settings.put("lock_wait_seconds", 600);
-        settings.put("lock_timeout_seconds", 60);
-        try (BridgeService setup = new BridgeService(json)) {
-            setup.initialize(settings); // creates the tables once, before the race
+    /** One schema, on every server the lock kind runs on here. */
+    private static List<Map<String, Object>> servers(String lock) {
+        List<Map<String, Object>> servers = lock.equals("keeper") ? ClickHouseEndpoint.keeperServers()
+                : List.of(ClickHouseEndpoint.settings());
+        servers.forEach(s -> s.put("lock", lock));
+        return servers;
+    }
+
+    private static Map<String, Object> settings(String lock) {
+        return servers(lock).get(0);
+    }
+
+    @ParameterizedTest
+    @ValueSource(strings = {"claims", "keeper"})
+    void eightProcessesNeverHoldTheLockAtOnceAndLoseNoIncrement(String lock) throws Exception {
+        List<Map<String, Object>> servers = servers(lock);
+        for (Map<String, Object> server : servers) {
+            server.put("lock_wait_seconds", 600);
+            server.put("lock_timeout_seconds", 60);
+            try (BridgeService setup = new BridgeService(json)) {
+                setup.initialize(server); // creates the tables once, before the race
+            }
+        }
+        Map<String, Object> settings = servers.get(0);
+        // Each server has a state table of its own; across servers the exact count is kept in a KeeperMap table.
+        String shared = "default.lock_counter_" + UUID.randomUUID().toString().replace("-", "");
+        if (lock.equals("keeper")) {
+            for (Map<String, Object> server : servers) {
+                try (Connection c = ClickHouseEndpoint.jdbc(server); Statement s = c.createStatement()) {
+                    s.execute("CREATE TABLE " + shared + " (k String, n UInt64) ENGINE = KeeperMap('/" + shared
+                            + "') PRIMARY KEY k");
+                }
+            }
         }
         String java = System.getProperty("java.home") + File.separator + "bin" + File.separator + "java";
         List<Process> workers = new ArrayList<>();
         for (int i = 0; i < PROCESSES; i++) {
             Process p = new ProcessBuilder(java, "-cp", System.getProperty("java.class.path"),
-                    LockStressWorker.class.getName(), "stress:one-id", String.valueOf(ROUNDS))
+                    LockStressWorker.class.getName(), "stress:one-id", String.valueOf(ROUNDS),
+                    lock.equals("keeper") ? shared : "")
                     .redirectError(ProcessBuilder.Redirect.INHERIT).start();
             try (OutputStream in = p.getOutputStream()) {
-                in.write(json.writeValueAsBytes(settings)); // the password goes over stdin, not argv
+                // the password goes over stdin, not argv
+                in.write(json.writeValueAsBytes(servers.get(i % servers.size())));
             }
             workers.add(p);
         }
@@ -68,15 +114,26 @@ class LockIntegrationTest {
             }
         }
         assertEquals(0, overlaps, "critical sections overlapped");
-        try (BridgeService reader = connected(settings)) {
-            assertEquals(PROCESSES * ROUNDS, reader.get("stress:one-id").completed().path("count").asInt(),
-                    "increments were lost");
+        int stored = 0;
+        for (Map<String, Object> server : servers) {
+            try (BridgeService reader = connected(server)) {
+                stored += reader.get("stress:one-id").completed().path("count").asInt();
+            }
+        }
+        assertEquals(PROCESSES * ROUNDS, stored, "increments were lost");
+        if (lock.equals("keeper")) {
+            try (Connection c = ClickHouseEndpoint.jdbc(settings); Statement s = c.createStatement();
+                 ResultSet rs = s.executeQuery("SELECT n FROM " + shared)) {
+                assertTrue(rs.next());
+                assertEquals(PROCESSES * ROUNDS, rs.getLong(1), "increments of the shared counter were lost");
+            }
         }
     }
 
-    @Test
-    void aDeadHoldersLockIsTakenOverAfterTheTimeout() {
-        Map<String, Object> settings = ClickHouseEndpoint.settings();
+    @ParameterizedTest
+    @ValueSource(strings = {"claims", "keeper"})
+    void aDeadHoldersLockIsTakenOverAfterTheTimeout(String lock) {
+        Map<String, Object> settings = settings(lock);
         settings.put("lock_timeout_seconds", 1);
         settings.put("lock_wait_seconds", 10);
         BridgeService dead = new BridgeService(json);
@@ -95,9 +152,10 @@ class LockIntegrationTest {
         }
     }
 
-    @Test
-    void aWaiterGivesUpWithLockNotAcquiredAndTheHolderKeepsIt() {
-        Map<String, Object> settings = ClickHouseEndpoint.settings();
+    @ParameterizedTest
+    @ValueSource(strings = {"claims", "keeper"})
+    void aWaiterGivesUpWithLockNotAcquiredAndTheHolderKeepsIt(String lock) {
+        Map<String, Object> settings = settings(lock);
         settings.put("lock_timeout_seconds", 60);
         settings.put("lock_wait_seconds", 0.5);
         try (BridgeService holder = new BridgeService(json); BridgeService waiter = new BridgeService(json)) {
@@ -116,15 +174,16 @@ class LockIntegrationTest {
         }
     }
 
-    @Test
-    void aReleasedLockIsTakenBackWhenNobodyWaitsAndReallyReleasedSoonAfter() throws Exception {
-        Map<String, Object> settings = ClickHouseEndpoint.settings(); // one schema for both
+    @ParameterizedTest
+    @ValueSource(strings = {"claims", "keeper"})
+    void aReleasedLockIsTakenBackWhenNobodyWaitsAndReallyReleasedSoonAfter(String lock) throws Exception {
+        Map<String, Object> settings = settings(lock); // one schema for both
         try (BridgeService bridge = connected(settings); BridgeService other = connected(settings)) {
             String token = bridge.acquireLock("kept", 0.05);
             bridge.releaseLock(token);
             assertEquals(token, bridge.acquireLock("kept", 0.05), "a new claim although nobody waited");
             bridge.releaseLock(token);
-            Thread.sleep(ClaimLock.KEPT_AFTER_RELEASE.toMillis() + 1000);
+            Thread.sleep(KeepingLock.KEPT_AFTER_RELEASE.toMillis() + 1000);
             // retry_seconds of an hour: unless the release is in the table by now, this fails at once
             String others = assertTimeoutPreemptively(Duration.ofSeconds(20), () -> other.acquireLock("kept", 3600.0));
             assertNotEquals(token, others);
@@ -132,9 +191,10 @@ class LockIntegrationTest {
         }
     }
 
-    @Test
-    void aWaiterGoesFirstWhenTheHolderTakesTheLockAgainAfterCheckingTheQueue() throws Exception {
-        Map<String, Object> settings = ClickHouseEndpoint.settings(); // one schema for both
+    @ParameterizedTest
+    @ValueSource(strings = {"claims", "keeper"})
+    void aWaiterGoesFirstWhenTheHolderTakesTheLockAgainAfterCheckingTheQueue(String lock) throws Exception {
+        Map<String, Object> settings = settings(lock); // one schema for both
         try (BridgeService holder = connected(settings); BridgeService waiter = connected(settings)) {
             String first = holder.acquireLock("queue", 0.05);
             CompletableFuture<Long> waiterDone = CompletableFuture.supplyAsync(() -> {
@@ -145,7 +205,7 @@ class LockIntegrationTest {
                 return releasedAt;
             });
             // By then the waiter's claim is in the table, and the holder asks the table again before taking its own back.
-            sleepMillis(ClaimLock.CHECK_QUEUE_AFTER.toMillis() + 500);
+            sleepMillis(KeepingLock.CHECK_QUEUE_AFTER.toMillis() + 500);
             holder.releaseLock(first);
             String second = holder.acquireLock("queue", 0.05);
             long holderAgainAt = System.nanoTime();
@@ -155,15 +215,103 @@ class LockIntegrationTest {
         }
     }
 
-    @Test
-    void closingWritesTheReleasesItKept() {
-        Map<String, Object> settings = ClickHouseEndpoint.settings();
+    @ParameterizedTest
+    @ValueSource(strings = {"claims", "keeper"})
+    void closingWritesTheReleasesItKept(String lock) {
+        Map<String, Object> settings = settings(lock);
         try (BridgeService other = connected(settings)) {
             BridgeService bridge = connected(settings);
             bridge.releaseLock(bridge.acquireLock("closed", 0.05));
             bridge.close();
             String token = assertTimeoutPreemptively(Duration.ofSeconds(20), () -> other.acquireLock("closed", 3600.0));
             other.releaseLock(token);
+        }
+    }
+
+    @ParameterizedTest
+    @ValueSource(strings = {"claims", "keeper"})
+    void aStaleHoldersLateReleaseLeavesTheNewHoldersLockAlone(String lock) {
+        Map<String, Object> settings = settings(lock);
+        settings.put("lock_timeout_seconds", 1);
+        settings.put("lock_wait_seconds", 10);
+        try (BridgeService stale = connected(settings); BridgeService next = connected(settings);
+             BridgeService third = connected(settings)) {
+            String old = stale.acquireLock("aba", 0.05);
+            String current = next.acquireLock("aba", 0.05); // after the old one went stale
+            assertNotEquals(old, current);
+            stale.releaseLock(old); // wakes up late
+            stale.close(); // and frees what it kept, now
+            settings.put("lock_wait_seconds", 0.5);
+            try (BridgeService impatient = connected(settings)) {
+                BridgeException e = assertThrows(BridgeException.class, () -> impatient.acquireLock("aba", 0.1));
+                assertEquals(ErrorCode.LOCK_NOT_ACQUIRED, e.code(), "the late release freed the new holder's lock");
+            }
+            next.releaseLock(current);
+            next.close();
+            third.releaseLock(third.acquireLock("aba", 0.05));
+        }
+    }
+
+    @ParameterizedTest
+    @ValueSource(strings = {"claims", "keeper"})
+    void aKilledHoldersLockIsTakenOverAfterTheTimeoutAndNotBefore(String lock) throws Exception {
+        Map<String, Object> settings = settings(lock);
+        settings.put("lock_timeout_seconds", 2);
+        settings.put("lock_wait_seconds", 20);
+        String java = System.getProperty("java.home") + File.separator + "bin" + File.separator + "java";
+        Process holder = new ProcessBuilder(java, "-cp", System.getProperty("java.class.path"),
+                LockStressWorker.class.getName(), "killed:holder", "hold")
+                .redirectError(ProcessBuilder.Redirect.INHERIT).start();
+        try (OutputStream in = holder.getOutputStream()) {
+            in.write(json.writeValueAsBytes(settings));
+        }
+        String line = new java.io.BufferedReader(new java.io.InputStreamReader(holder.getInputStream())).readLine();
+        long heldSince = Long.parseLong(line.trim()); // when it asked: no later than the lock's time in the table
+        holder.destroyForcibly().waitFor(); // SIGKILL
+        try (BridgeService next = connected(settings)) {
+            String token = next.acquireLock("killed:holder", 0.05);
+            long waitedMs = (System.nanoTime() - heldSince) / 1_000_000;
+            assertTrue(waitedMs >= 2000, "took over a live lock " + waitedMs + " ms after it was taken");
+            next.releaseLock(token);
+        }
+    }
+
+    @Test
+    void autoPicksKeeperWhereTheServerHasKeeperMapAndClaimsWhereNot() throws Exception {
+        Map<String, Object> keeper = ClickHouseEndpoint.keeperServers().get(0);
+        try (BridgeService bridge = new BridgeService(json)) {
+            assertEquals("keeper", bridge.initialize(keeper).get("lock"));
+        }
+        Map<String, Object> plain = ClickHouseEndpoint.settings();
+        try (BridgeService bridge = new BridgeService(json)) {
+            Map<String, Object> answer = bridge.initialize(plain);
+            assertEquals(ClickHouseEndpoint.hasKeeperMap(plain) ? "keeper" : "claims", answer.get("lock"));
+        }
+    }
+
+    @Test
+    void autoRefusesReplicatedTablesWithoutKeeperMapAndSaysWhatToDo() throws Exception {
+        Map<String, Object> plain = ClickHouseEndpoint.settings();
+        Settings parsed = SettingsParser.parse(plain);
+        try (ClickHouse ch = new ClickHouse(parsed)) {
+            Tables tables = new Tables(parsed);
+            Tables.Found found = tables.ensure(ch);
+            // As a Replicated or Shared state table would be found; the tables themselves cannot run on chDB.
+            Tables.Found replicated = new Tables.Found(found.serverVersion(), found.clock(), Deployment.REPLICATED,
+                    found.claimsEngine(), found.keeperLockExists());
+            if (ClickHouseEndpoint.hasKeeperMap(plain)) {
+                try (StateLock lock = Locks.open(ch, tables, replicated, parsed)) {
+                    assertTrue(lock instanceof KeeperLock);
+                }
+                return;
+            }
+            BridgeException e = assertThrows(BridgeException.class, () -> Locks.open(ch, tables, replicated, parsed));
+            assertEquals(ErrorCode.CONFIGURATION, e.code());
+            assertTrue(e.getMessage().contains("keeper_map_path_prefix") && e.getMessage().contains("'claims'"),
+                    e.getMessage());
+            try (StateLock lock = Locks.open(ch, tables, replicated, parsed.withLock(Settings.LockKind.CLAIMS))) {
+                assertTrue(lock instanceof ClaimLock, "lock: claims is taken knowingly, with a warning");
+            }
         }
     }
 
@@ -181,9 +329,10 @@ class LockIntegrationTest {
         }
     }
 
-    @Test
-    void anUncontendedLockNeedsNoWaiting() {
-        Map<String, Object> settings = new HashMap<>(ClickHouseEndpoint.settings());
+    @ParameterizedTest
+    @ValueSource(strings = {"claims", "keeper"})
+    void anUncontendedLockNeedsNoWaiting(String lock) {
+        Map<String, Object> settings = settings(lock);
         try (BridgeService bridge = new BridgeService(json)) {
             bridge.initialize(settings);
             // retry_seconds of an hour: any wait at all would hang this test

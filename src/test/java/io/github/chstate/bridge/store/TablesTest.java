@@ -7,35 +7,71 @@ import java.util.List;
 import java.util.Map;
 
 import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertFalse;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
-/** The DDL as text; the single-node DDL also runs in every integration test, the cluster DDL only here. */
+/**
+ * The DDL as text for the three deployments; the single-node DDL also runs in every integration test, the KeeperMap
+ * table's on the local servers with Keeper, the cluster and Cloud DDL only here.
+ */
 class TablesTest {
-    private static List<String> ddl(Map<String, Object> extra) {
+    private static Tables tables(Map<String, Object> extra) {
         Map<String, Object> settings = new java.util.HashMap<>(Map.of("uri", "clickhouse://u@h/db", "schema", "st", "table", "t"));
         settings.putAll(extra);
-        return new Tables(SettingsParser.parse(settings)).createStatements();
+        return new Tables(SettingsParser.parse(settings));
     }
 
     @Test
     void singleNodeUsesPlainEnginesWithADeduplicationWindow() {
-        List<String> ddl = ddl(Map.of());
+        Tables tables = tables(Map.of());
+        List<String> ddl = tables.stateStatements(Deployment.SINGLE_NODE);
         assertEquals("CREATE DATABASE IF NOT EXISTS `st`", ddl.get(0));
         assertTrue(ddl.get(1).startsWith("CREATE TABLE IF NOT EXISTS `st`.`t` ("), ddl.get(1));
-        assertTrue(ddl.get(1).contains("ENGINE = ReplacingMergeTree(updated_at) ORDER BY state_id SETTINGS non_replicated_deduplication_window = 1000"));
-        assertTrue(ddl.get(2).startsWith("CREATE TABLE IF NOT EXISTS `st`.`t_claims` ("), ddl.get(2));
-        assertTrue(ddl.get(2).contains("ENGINE = MergeTree ORDER BY (state_id, at)"));
-        assertTrue(ddl.get(2).endsWith("SETTINGS enable_block_number_column = 1"));
+        assertTrue(ddl.get(1).endsWith("ENGINE = ReplacingMergeTree(updated_at) ORDER BY state_id SETTINGS non_replicated_deduplication_window = 1000"));
+        String claims = tables.claimsStatement();
+        assertTrue(claims.startsWith("CREATE TABLE IF NOT EXISTS `st`.`t_claims` ("), claims);
+        assertTrue(claims.contains("ENGINE = MergeTree ORDER BY (state_id, at)"));
+        assertTrue(claims.endsWith("SETTINGS enable_block_number_column = 1"));
+        assertEquals("CREATE TABLE IF NOT EXISTS `st`.`t_keeper_lock` (state_id String, token String, "
+                + "at DateTime64(3) DEFAULT now64(3), wanted DateTime64(3) DEFAULT 0) "
+                + "ENGINE = KeeperMap('/meltano_state/st/t') PRIMARY KEY state_id", tables.keeperLockStatement());
     }
 
     @Test
     void aClusterGetsOnClusterDdlAndReplicatedEngines() {
-        List<String> ddl = ddl(Map.of("cluster", "prod-cluster"));
+        Tables tables = tables(Map.of("cluster", "prod-cluster"));
+        List<String> ddl = tables.stateStatements(Deployment.REPLICATED);
         assertEquals("CREATE DATABASE IF NOT EXISTS `st` ON CLUSTER `prod-cluster`", ddl.get(0));
         assertTrue(ddl.get(1).contains("`st`.`t` ON CLUSTER `prod-cluster` ("), ddl.get(1));
-        assertTrue(ddl.get(1).contains("ENGINE = ReplicatedReplacingMergeTree('/clickhouse/tables/{shard}/{database}/{table}', '{replica}', updated_at) ORDER BY state_id"));
-        assertTrue(!ddl.get(1).contains("non_replicated"));
-        assertTrue(ddl.get(2).contains("`st`.`t_claims` ON CLUSTER `prod-cluster` ("));
-        assertTrue(ddl.get(2).contains("ENGINE = ReplicatedMergeTree('/clickhouse/tables/{shard}/{database}/{table}', '{replica}')"));
+        assertTrue(ddl.get(1).endsWith("ENGINE = ReplicatedReplacingMergeTree('/clickhouse/tables/{shard}/{database}/{table}', '{replica}', updated_at) ORDER BY state_id"));
+        assertTrue(tables.claimsStatement().contains("`st`.`t_claims` ON CLUSTER `prod-cluster` ("));
+        assertTrue(tables.claimsStatement().contains("ENGINE = ReplicatedMergeTree('/clickhouse/tables/{shard}/{database}/{table}', '{replica}')"));
+        // One path for all servers: each server's table reads and writes the same Keeper nodes.
+        assertTrue(tables.keeperLockStatement().startsWith("CREATE TABLE IF NOT EXISTS `st`.`t_keeper_lock` ON CLUSTER `prod-cluster` ("));
+        assertTrue(tables.keeperLockStatement().endsWith("ENGINE = KeeperMap('/meltano_state/st/t') PRIMARY KEY state_id"));
+    }
+
+    @Test
+    void cloudGetsPlainEnginesWithoutSettingsASharedEngineRefuses() {
+        Tables tables = tables(Map.of());
+        List<String> ddl = tables.stateStatements(Deployment.SHARED);
+        assertEquals("CREATE DATABASE IF NOT EXISTS `st`", ddl.get(0));
+        assertTrue(ddl.get(1).endsWith("ENGINE = ReplacingMergeTree(updated_at) ORDER BY state_id"), ddl.get(1));
+        assertFalse(String.join(" ", ddl).contains("non_replicated"));
+        assertFalse(tables.keeperLockStatement().contains("ON CLUSTER"));
+    }
+
+    @Test
+    void theDeploymentComesFromTheEngineAndDecidesReadAndInsertSettings() {
+        assertEquals(Deployment.SHARED, Deployment.ofEngine("SharedReplacingMergeTree"));
+        assertEquals(Deployment.REPLICATED, Deployment.ofEngine("ReplicatedReplacingMergeTree"));
+        assertEquals(Deployment.SINGLE_NODE, Deployment.ofEngine("ReplacingMergeTree"));
+        assertEquals("", Deployment.SINGLE_NODE.readClause());
+        assertEquals("", Deployment.SINGLE_NODE.insertSettings(true));
+        assertEquals(" SETTINGS select_sequential_consistency = 1", Deployment.SHARED.readClause());
+        assertEquals("", Deployment.SHARED.insertSettings(false));
+        assertEquals(" SETTINGS select_sequential_consistency = 1", Deployment.REPLICATED.readClause());
+        assertEquals(", insert_quorum = 'auto', insert_quorum_parallel = 0, select_sequential_consistency = 1",
+                Deployment.REPLICATED.insertSettings(true));
     }
 }

@@ -1,0 +1,51 @@
+package io.github.chstate.bridge.store;
+
+/**
+ * What kind of ClickHouse holds the state table, told by the engine the server gave it: {@code Shared*} (ClickHouse
+ * Cloud makes every MergeTree one), {@code Replicated*} (the {@code cluster} setting, or a Replicated database), else
+ * a single node. Before the table exists, the {@code cluster} setting and the server's {@code cloud_mode} tell.
+ * It decides the DDL and what a read that must see the newest write needs.
+ */
+public enum Deployment {
+    /** A plain ReplacingMergeTree: an insert is visible to every later read once it returns. */
+    SINGLE_NODE("", ""),
+    /**
+     * Replicated tables: another replica sees an insert only once it has fetched it, unless the insert waited for a
+     * quorum; then {@code select_sequential_consistency} makes a read see every quorum write, or fail.
+     * {@code insert_quorum_parallel = 0} is what that guarantee needs (ClickHouse's docs); it makes a second insert
+     * into the table wait while the first one's quorum is pending.
+     */
+    REPLICATED(", insert_quorum = 'auto', insert_quorum_parallel = 0", "select_sequential_consistency = 1"),
+    /** SharedMergeTree: every insert is a quorum write, but replicas fetch parts later; the read must ask Keeper. */
+    SHARED("", "select_sequential_consistency = 1");
+
+    private final String insertSettings;
+    private final String readSetting;
+
+    Deployment(String insertSettings, String readSetting) {
+        this.insertSettings = insertSettings;
+        this.readSetting = readSetting;
+    }
+
+    /** From the state table's engine, once it exists. */
+    static Deployment ofEngine(String engine) {
+        if (engine.startsWith("Shared")) {
+            return SHARED;
+        }
+        return engine.startsWith("Replicated") ? REPLICATED : SINGLE_NODE;
+    }
+
+    public boolean replicated() {
+        return this != SINGLE_NODE;
+    }
+
+    /** The SETTINGS clause of a SELECT that must see the newest write; empty where any read does. */
+    String readClause() {
+        return readSetting.isEmpty() ? "" : " SETTINGS " + readSetting;
+    }
+
+    /** To append to the SETTINGS of an INSERT, and of an INSERT … SELECT that reads the newest write. */
+    String insertSettings(boolean readsToo) {
+        return insertSettings + (readsToo && !readSetting.isEmpty() ? ", " + readSetting : "");
+    }
+}

@@ -1,0 +1,146 @@
+package io.github.chstate.bridge.store;
+
+import io.github.chstate.bridge.BridgeException;
+import org.slf4j.Logger;
+import org.slf4j.LoggerFactory;
+
+import java.time.Duration;
+import java.util.UUID;
+
+/**
+ * A per-state-id lock in a KeeperMap table ({@link Tables#keeperLock}): one row per state id, its value kept in
+ * Keeper, written with {@code keeper_map_strict_mode = 1}. Exclusive on a single node, a self-managed cluster and
+ * ClickHouse Cloud alike, because Keeper, not a table's parts, decides who wins.
+ *
+ * <p>To acquire, a client writes its fresh token into the row with a strict {@code ALTER TABLE … UPDATE} where the
+ * token is empty (released) or the lock is older than {@code staleAfter} (judged on the server's clock, in the
+ * statement). Strict mode makes that update a compare-and-set on the Keeper node's version: if anyone changed the
+ * row between the server's read and its write, the statement fails ("Bad version") and changes nothing. Since an
+ * UPDATE does not report whether it matched, the client then reads the owner back: it holds the lock exactly when
+ * the row has its token. Where there is no row yet, a strict INSERT creates it, which Keeper runs as a create that
+ * fails ("Node exists") if another client created it first. A waiter marks the row {@code wanted} on every failed
+ * try, and retries every {@code retry}.
+ *
+ * <p>Why two clients never both hold it: every change of the row is a Keeper write, serialized by Keeper. A token is
+ * written only by a create (the row did not exist) or by a compare-and-set that saw the row free or stale; a token
+ * stays in the row until its holder frees it or it grows stale. So while X's token is in the row and not stale, no
+ * other token can be written. The row is never deleted — release empties the token — so versions only grow, and a
+ * stale holder's late release ({@code WHERE token = mine}, strict) can never free a newer holder's lock (no ABA: a
+ * delete and re-create would restart the version at 0). A holder must finish within {@code staleAfter}, as with
+ * {@link ClaimLock}; servers of a cluster must agree on the time to well within it (NTP).
+ *
+ * <p>A statement lost with its connection (the driver may even have re-sent it) is resolved by reading the owner
+ * back: a re-sent update finds its own token and changes nothing, a re-sent create fails with "Node exists", and the
+ * read-back then shows our token. If even the read-back fails, the error goes to the caller, and a lock written
+ * meanwhile goes stale after {@code staleAfter}.
+ */
+public final class KeeperLock extends KeepingLock {
+    private static final Logger log = LoggerFactory.getLogger(KeeperLock.class);
+    private static final String STRICT = " SETTINGS keeper_map_strict_mode = 1";
+
+    private final Tables tables;
+
+    public KeeperLock(ClickHouse ch, Tables tables, Duration staleAfter) {
+        super(ch, staleAfter);
+        this.tables = tables;
+    }
+
+    @Override
+    protected Grant take(String stateId, Duration retry, Duration wait, long start, boolean justYielded) {
+        long deadline = start + wait.toNanos();
+        String token = UUID.randomUUID().toString();
+        if (justYielded) {
+            markWanted(stateId); // the one that was waiting takes it at its next try; then we are the one waiting
+            sleep(retry);
+        }
+        while (true) {
+            long takenAt = System.nanoTime();
+            if (tryTake(stateId, token)) {
+                return new Grant(stateId, token, takenAt, false, takenAt);
+            }
+            markWanted(stateId);
+            if (System.nanoTime() + retry.toNanos() > deadline) {
+                throw gaveUp(stateId, wait);
+            }
+            sleep(retry);
+        }
+    }
+
+    /**
+     * Takes the row over where it is free or stale, then reads who holds it; creates it where it does not exist yet.
+     * The update comes first because the row exists for every run but a state id's first.
+     */
+    private boolean tryTake(String stateId, String token) {
+        String id = Sql.literal(stateId);
+        BridgeException lost = null;
+        try {
+            ch.execute("ALTER TABLE " + tables.keeperLock + " UPDATE token = " + Sql.literal(token)
+                    + ", at = now64(3) WHERE state_id = " + id + " AND (token = '' OR at < now64(3) - toIntervalMillisecond("
+                    + staleAfter.toMillis() + "))" + STRICT);
+        } catch (BridgeException e) {
+            if (!ClickHouse.isKeeperConflict(e)) { // a conflict: someone else changed the row first
+                log.debug("Taking the lock on '{}' failed ({}); reading back who holds it.", stateId, e.getMessage());
+                lost = e;
+            }
+        }
+        String owner = owner(stateId, lost);
+        if (owner != null) {
+            return owner.equals(token);
+        }
+        try {
+            ch.execute("INSERT INTO " + tables.keeperLock + " (state_id, token)" + STRICT + " VALUES (" + id + ", "
+                    + Sql.literal(token) + ")");
+            return true;
+        } catch (BridgeException e) {
+            // "Node exists": created by another meanwhile, or by this very insert, re-sent after a lost connection
+            return token.equals(owner(stateId, ClickHouse.isKeeperConflict(e) ? null : e));
+        }
+    }
+
+    /** The token in the row ('' when free), or null without a row; if it cannot be read, {@code lost} or this failure. */
+    private String owner(String stateId, BridgeException lost) {
+        try {
+            return ch.queryOne("SELECT token FROM " + tables.keeperLock + " WHERE state_id = " + Sql.literal(stateId),
+                    rs -> rs.getString(1));
+        } catch (BridgeException e) {
+            throw lost != null ? lost : e;
+        }
+    }
+
+    /** Tells the holder, at its next check, that someone waits: it then frees the lock instead of keeping it. */
+    private void markWanted(String stateId) {
+        // Strict too: a plain update writes back the whole row as it read it, and could undo a concurrent change of
+        // the token. If the row changed meanwhile, this mark is dropped; the next try marks again.
+        try {
+            ch.execute("ALTER TABLE " + tables.keeperLock + " UPDATE wanted = now64(3) WHERE state_id = "
+                    + Sql.literal(stateId) + STRICT);
+        } catch (BridgeException e) {
+            if (!ClickHouse.isKeeperConflict(e)) {
+                throw e;
+            }
+        }
+    }
+
+    @Override
+    protected boolean nobodyWaits(Grant kept) {
+        return Boolean.TRUE.equals(ch.queryOne("SELECT token = " + Sql.literal(kept.token) + " AND wanted < at FROM "
+                + tables.keeperLock + " WHERE state_id = " + Sql.literal(kept.stateId), rs -> rs.getBoolean(1)));
+    }
+
+    @Override
+    protected void free(String stateId, String token) {
+        try {
+            ch.execute("ALTER TABLE " + tables.keeperLock + " UPDATE token = '' WHERE state_id = " + Sql.literal(stateId)
+                    + " AND token = " + Sql.literal(token) + STRICT);
+        } catch (BridgeException e) {
+            if (!ClickHouse.isKeeperConflict(e)) {
+                throw e;
+            }
+            // The row changed between the server's read and write: a waiter marked it wanted, or took it over after
+            // our lock went stale. Only the first leaves our token there to free.
+            if (token.equals(owner(stateId, null))) {
+                free(stateId, token);
+            }
+        }
+    }
+}

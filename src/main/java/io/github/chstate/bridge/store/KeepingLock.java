@@ -1,0 +1,170 @@
+package io.github.chstate.bridge.store;
+
+import io.github.chstate.bridge.BridgeException;
+import io.github.chstate.bridge.ErrorCode;
+import org.slf4j.Logger;
+import org.slf4j.LoggerFactory;
+
+import java.time.Duration;
+import java.util.Map;
+import java.util.concurrent.ConcurrentHashMap;
+import java.util.concurrent.Executors;
+import java.util.concurrent.ScheduledExecutorService;
+import java.util.concurrent.TimeUnit;
+
+/**
+ * What both locks share: the tokens this bridge holds, and a release kept back for a moment so that this bridge can
+ * take the same id again, mostly without a statement (see {@link #release}). Subclasses say how a lock is taken in
+ * the table, how it is freed there, and how to tell whether others wait for a lock this bridge keeps.
+ */
+public abstract class KeepingLock implements StateLock {
+    /** How long a released lock is kept for this bridge to take again; see {@link #release}. */
+    public static final Duration KEPT_AFTER_RELEASE = Duration.ofMillis(250);
+    /** How long a kept lock is taken again without asking the table whether others wait for it. */
+    public static final Duration CHECK_QUEUE_AFTER = Duration.ofSeconds(1);
+    private static final Logger log = LoggerFactory.getLogger(KeepingLock.class);
+
+    /**
+     * One granting of a lock, and whether others were waiting when the table was last asked. Compared by identity,
+     * so that the timer of an earlier keeping leaves a later one alone.
+     *
+     * @param takenAt when the statement that took the lock in the table was sent (System.nanoTime): the table's own
+     *                time is later, so ages measured from here err on the safe side
+     */
+    protected static final class Grant {
+        final String stateId;
+        final String token;
+        final long takenAt;
+        final boolean othersWaiting;
+        final long checkedAt;
+
+        Grant(String stateId, String token, long takenAt, boolean othersWaiting, long checkedAt) {
+            this.stateId = stateId;
+            this.token = token;
+            this.takenAt = takenAt;
+            this.othersWaiting = othersWaiting;
+            this.checkedAt = checkedAt;
+        }
+    }
+
+    protected final ClickHouse ch;
+    protected final Duration staleAfter;
+    private final Map<String, Grant> held = new ConcurrentHashMap<>(); // by token
+    private final Map<String, Grant> kept = new ConcurrentHashMap<>(); // by state id: released by the caller only
+    private final ScheduledExecutorService releaser = Executors.newSingleThreadScheduledExecutor(r -> {
+        Thread t = new Thread(r, "lock-releaser");
+        t.setDaemon(true);
+        return t;
+    });
+
+    protected KeepingLock(ClickHouse ch, Duration staleAfter) {
+        this.ch = ch;
+        this.staleAfter = staleAfter;
+    }
+
+    /**
+     * Takes the lock in the table, trying every {@code retry} until {@code wait} after {@code start}
+     * (System.nanoTime), then throws {@link #gaveUp}. {@code justYielded}: this bridge freed it a moment ago for
+     * someone waiting.
+     */
+    protected abstract Grant take(String stateId, Duration retry, Duration wait, long start, boolean justYielded);
+
+    /** Whether the kept lock is still this bridge's and nobody waits for it (one query). */
+    protected abstract boolean nobodyWaits(Grant kept);
+
+    /** Frees the lock in the table. */
+    protected abstract void free(String stateId, String token);
+
+    @Override
+    public final String acquire(String stateId, Duration retry, Duration wait) {
+        long start = System.nanoTime();
+        boolean yielded = false;
+        Grant keptGrant = kept.remove(stateId);
+        if (keptGrant != null) {
+            // Taken again only well before it could be taken for stale.
+            if (start - keptGrant.takenAt < staleAfter.toNanos() / 2) {
+                // A held lock stays held, so asking again only tells whether someone waits since; a newcomer waits
+                // at most CHECK_QUEUE_AFTER longer for not being asked about.
+                if (start - keptGrant.checkedAt < CHECK_QUEUE_AFTER.toNanos()) {
+                    return grant(new Grant(stateId, keptGrant.token, keptGrant.takenAt, false, keptGrant.checkedAt));
+                }
+                if (nobodyWaits(keptGrant)) {
+                    return grant(new Grant(stateId, keptGrant.token, keptGrant.takenAt, false, start));
+                }
+            }
+            free(stateId, keptGrant.token); // let the one waiting go first
+            yielded = true;
+        }
+        return grant(take(stateId, retry, wait, start, yielded));
+    }
+
+    private String grant(Grant grant) {
+        held.put(grant.token, grant);
+        return grant.token;
+    }
+
+    @Override
+    public final String heldToken(String stateId) {
+        for (Grant grant : held.values()) {
+            if (grant.stateId.equals(stateId)) {
+                return grant.token;
+            }
+        }
+        return null;
+    }
+
+    /**
+     * When others were waiting as the lock was granted, frees it now. Otherwise answers at once and frees it
+     * {@link #KEPT_AFTER_RELEASE} later, or on {@link #close}: Meltano takes the lock once per STATE message, so the
+     * next acquire of the same id usually comes from this bridge within that time, and then gets the lock back without
+     * a statement (with one query, to see who waits, once per {@link #CHECK_QUEUE_AFTER}) — unless another process
+     * waits, which then goes first.
+     */
+    @Override
+    public final void release(String token) {
+        Grant grant = held.remove(token);
+        if (grant == null) {
+            throw new BridgeException(ErrorCode.INVALID_PARAMS, "Unknown lock token: it was never granted by this "
+                    + "bridge, or it was already released.");
+        }
+        if (grant.othersWaiting) {
+            free(grant.stateId, token);
+            return;
+        }
+        kept.put(grant.stateId, grant);
+        releaser.schedule(() -> releaseKept(grant), KEPT_AFTER_RELEASE.toMillis(), TimeUnit.MILLISECONDS);
+    }
+
+    /** Frees every kept lock. */
+    @Override
+    public final void close() {
+        releaser.shutdownNow();
+        kept.values().forEach(this::releaseKept);
+    }
+
+    private void releaseKept(Grant grant) {
+        if (kept.remove(grant.stateId, grant)) {
+            try {
+                free(grant.stateId, grant.token);
+            } catch (BridgeException e) {
+                log.warn("Could not release the lock on state id '{}' ({}); it goes stale after {} s.", grant.stateId,
+                        e.getMessage(), staleAfter.toMillis() / 1000.0);
+            }
+        }
+    }
+
+    protected final BridgeException gaveUp(String stateId, Duration wait) {
+        return new BridgeException(ErrorCode.LOCK_NOT_ACQUIRED, "State id '" + stateId + "' is locked by another "
+                + "process and was not released within " + wait.toMillis() / 1000.0 + " s. If no other Meltano "
+                + "run uses it, the lock goes stale after " + staleAfter.toMillis() / 1000.0 + " s; try again.");
+    }
+
+    protected static void sleep(Duration d) {
+        try {
+            Thread.sleep(d.toMillis());
+        } catch (InterruptedException e) {
+            Thread.currentThread().interrupt();
+            throw new BridgeException(ErrorCode.LOCK_NOT_ACQUIRED, "Interrupted while waiting for a lock.");
+        }
+    }
+}

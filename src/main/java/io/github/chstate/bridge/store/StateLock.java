@@ -1,0 +1,22 @@
+package io.github.chstate.bridge.store;
+
+import java.time.Duration;
+
+/** A lock per state id, held around each of Meltano's updates; the store does not care which kind it is. */
+public interface StateLock extends AutoCloseable {
+    /** Returns the token that releases the lock, or throws LOCK_NOT_ACQUIRED when {@code wait} has passed. */
+    String acquire(String stateId, Duration retry, Duration wait);
+
+    /** Releases the lock the token was granted for; throws INVALID_PARAMS for a token this bridge does not hold. */
+    void release(String token);
+
+    /**
+     * The token of this bridge's granted, not yet released lock on the id, or null. While one token is held, nobody
+     * else has held the id since it was granted: what this bridge read or wrote under it is still the newest.
+     */
+    String heldToken(String stateId);
+
+    /** Releases what this bridge still keeps. */
+    @Override
+    void close();
+}
