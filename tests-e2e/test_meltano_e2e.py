@@ -193,3 +193,15 @@ def test_server_down_fails_clearly_and_keeps_the_state(meltano, clickhouse):
         assert result.returncode != 0
         assert "Cannot reach ClickHouse at http://127.0.0.1:1" in result.stdout + result.stderr
     assert meltano.state() == {"singer_state": {"kept": 2}}
+
+
+def test_a_run_with_the_keeper_lock_on_the_second_of_two_servers(installed_project, tmp_path, keeper_clickhouses):
+    """lock: keeper, on a server that shares KeeperMap tables with another: the run and the state CLI as usual."""
+    meltano = Meltano(copy_project(installed_project, tmp_path / "keeper"), keeper_clickhouses[1],
+                      "e2e_" + uuid.uuid4().hex[:10])
+    meltano.env["MELTANO_STATE_BACKEND_CLICKHOUSE_LOCK"] = "keeper"
+    meltano_project.write_rows(meltano.root, 1, 3)
+    meltano("run", "tap-csvlite", "target-jsonlite")
+    assert meltano.state()["singer_state"]["bookmarks"]["rows"]["replication_key_value"] == 3
+    meltano("state", "merge", STATE_ID, '{"singer_state": {"bookmarks": {"other": {"id": 1}}}}')
+    assert set(meltano.state()["singer_state"]["bookmarks"]) == {"rows", "other"}

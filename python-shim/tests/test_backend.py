@@ -15,6 +15,7 @@ import uuid
 import pytest
 from meltano.core.state_store.base import MeltanoState, MissingStateBackendSettingsError, StateIDLockedError
 
+from chdb_server.testing import Endpoint, LocalClickHouse, LocalZooKeeper
 from meltano_state_backend_clickhouse.backend import ClickHouseStateBackendError, ClickhouseStateStoreManager
 from meltano_state_backend_clickhouse.client import SharedBridge
 
@@ -279,3 +280,48 @@ def test_a_state_over_20_mb_round_trips(manager):
     big = {"singer_state": {"blob": "ü" * (21 * 1024 * 1024), "quote": "it's \"here\"\n"}}
     manager.set(MeltanoState("big", {}, big))
     assert manager.get("big").completed_state == big
+
+
+def test_zookeeper_down_during_updates_gives_clear_errors_and_keeps_the_state(tmp_path, schema):
+    """lock: keeper on a server of its own whose ZooKeeper stops for a few seconds in the middle of a run of updates."""
+    zookeeper = LocalZooKeeper(str(tmp_path / "zookeeper"))
+    zookeeper.start()
+    server = LocalClickHouse(str(tmp_path / "clickhouse"), config=zookeeper.config)
+    server.start()
+    m = ClickhouseStateStoreManager(uri=Endpoint(server.url_with_credentials).state_uri(), schema=schema, lock="keeper",
+                                    lock_wait_seconds=5, lock_timeout_seconds=2, lock_retry_seconds=1)
+    done, errors = 0, []
+
+    def update() -> bool:
+        nonlocal done
+        try:
+            with m.acquire_lock("zk:run", retry_seconds=0.1):
+                current = m.get("zk:run")
+                n = current.completed_state["n"] if current else 0
+                m.set(MeltanoState("zk:run", partial_state={}, completed_state={"n": n + 1}))
+            done += 1
+            return True
+        except (ClickHouseStateBackendError, StateIDLockedError) as error:
+            errors.append(str(error))
+            return False
+
+    try:
+        assert all(update() for _ in range(10))
+        zookeeper.stop()
+        # One update only: without ZooKeeper each statement takes ~26 s, ClickHouse's own Keeper retries.
+        assert not update(), "an update worked without ZooKeeper"
+        zookeeper.start()  # same port and data
+        deadline = time.monotonic() + 120
+        while not update():
+            assert time.monotonic() < deadline, f"no update worked after ZooKeeper came back: {errors[-3:]}"
+            time.sleep(0.5)
+        assert all(update() for _ in range(5))
+        for message in errors:
+            assert "Keeper" in message or "locked" in message, message
+            assert "Traceback" not in message
+        # Every update that answered OK is stored; one whose release failed after its set is stored too.
+        assert done <= m.get("zk:run").completed_state["n"] <= done + 1
+    finally:
+        m.close()
+        server.stop()
+        zookeeper.stop()
