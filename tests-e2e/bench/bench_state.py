@@ -67,7 +67,7 @@ def bridge_start(uri: str, schema: str, table: Table):
     table.add("1. bridge start → `initialize` answered, warm (median of 5 more)", f"{statistics.median(starts[1:]):.0f} ms", "", "")
 
 
-def through_the_shim(uri: str, schema: str, table: Table, n: int):
+def through_the_shim(uri: str, schema: str, table: Table, n: int, locks: list[str]):
     manager = ClickhouseStateStoreManager(uri=uri, schema=schema)
     bookmark = {"singer_state": {"bookmarks": {"s": {"replication_key": "id", "replication_key_value": 0}}}}
 
@@ -79,8 +79,14 @@ def through_the_shim(uri: str, schema: str, table: Table, n: int):
         manager.update(MeltanoState("bench:update", {"singer_state": {"bookmarks": {"s": {"v": i}}}}, {}))
 
     timed(30, set_)  # warm-up
-    results = {"get": timed(n, lambda i: manager.get("bench:set")), "set": timed(n, set_),
-               "update (Meltano's lock + get + merge + set)": timed(n, update)}
+    results = {"get": timed(n, lambda i: manager.get("bench:set")), "set": timed(n, set_)}
+    for lock in locks:
+        with ClickhouseStateStoreManager(uri=uri, schema=schema, lock=lock) as locked:
+            def update(i, locked=locked):
+                locked.update(MeltanoState("bench:update", {"singer_state": {"bookmarks": {"s": {"v": i}}}}, {}))
+
+            timed(30, update)  # warm-up
+            results[f"update, lock: {lock} (Meltano's lock + get + merge + set)"] = timed(n, update)
     manager.set_all([MeltanoState(f"ids:{i:05d}", {}, {"i": i}) for i in range(10_000)])
     results["get_state_ids over 10,000 ids"] = timed(max(20, n // 20), lambda i: list(manager.get_state_ids("ids:*")))
     for name, samples in results.items():
@@ -97,7 +103,7 @@ def through_the_shim(uri: str, schema: str, table: Table, n: int):
     manager.close()
 
 
-def meltano_cli(uri: str, schema: str, table: Table, runs: int):
+def meltano_cli(uri: str, schema: str, table: Table, runs: int, locks: list[str]):
     work = pathlib.Path(tempfile.mkdtemp(prefix="bench-meltano-"))
     project = meltano_project.create(work / "project")
     backends = {"systemdb": {}, "file://": {"MELTANO_STATE_BACKEND_URI": f"file://{work}/state"},
@@ -127,14 +133,18 @@ def meltano_cli(uri: str, schema: str, table: Table, runs: int):
     meltano_project.write_rows(project, 1, 1000)
     yml = project / "meltano.yml"
     yml.write_text(yml.read_text().replace(f"path: {project}/rows.csv", f"path: {project}/rows.csv\n      state_every: 1"))
-    totals = {"systemdb": [], "clickhouse": []}
+    for lock in locks:
+        backends[f"lock: {lock}"] = {**backends["clickhouse"], "MELTANO_STATE_BACKEND_CLICKHOUSE_LOCK": lock}
+    totals = {name: [] for name in ["systemdb", *(f"lock: {lock}" for lock in locks)]}
     for _ in range(3):  # in turns, as above
         for name, samples in totals.items():
             meltano(backends[name], "state", "clear", "--force", "dev:tap-csvlite-to-target-jsonlite")
             samples.append(meltano(backends[name], "run", "tap-csvlite", "target-jsonlite"))
-    ours, base = statistics.median(totals["clickhouse"]), statistics.median(totals["systemdb"])
-    table.add("4. `meltano run`, tap emitting 1,000 STATE messages (median of 3)", f"clickhouse {ours:.1f} s",
-              f"systemdb {base:.1f} s", f"{ours / base:.2f}× systemdb")
+    base = statistics.median(totals["systemdb"])
+    for lock in locks:
+        ours = statistics.median(totals[f"lock: {lock}"])
+        table.add(f"4. `meltano run`, tap emitting 1,000 STATE messages (median of 3), lock: {lock}",
+                  f"clickhouse {ours:.1f} s", f"systemdb {base:.1f} s", f"{ours / base:.2f}× systemdb")
 
 
 def machine() -> str:
@@ -152,8 +162,10 @@ def main():
     n = int(os.environ.get("BENCH_N", "300"))
     table = Table()
     bridge_start(uri, schema, table)
-    through_the_shim(uri, schema, table, n)
-    meltano_cli(uri, schema, table, runs=int(os.environ.get("BENCH_RUNS", "5")))
+    with ClickhouseStateStoreManager(uri=uri, schema=schema) as probe:  # auto: keeper where the server has it
+        locks = ["claims", "keeper"] if probe._call("migrate")["lock"] == "keeper" else ["claims"]
+    through_the_shim(uri, schema, table, n, locks)
+    meltano_cli(uri, schema, table, runs=int(os.environ.get("BENCH_RUNS", "5")), locks=locks)
     text = "\n".join([f"Measured {time.strftime('%Y-%m-%d')} on {machine()}.", "",
                       "| measure | result | compared with | ratio |", "|---|---|---|---|", *table.rows, ""])
     print(text)

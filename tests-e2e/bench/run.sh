@@ -11,8 +11,8 @@ trap 'stop_local_clickhouse "$work"; rm -rf "$work"' EXIT
 install_requirements
 install_shim
 if [ -z "${CLICKHOUSE_URL:-}" ]; then
-  start_local_clickhouse "$work"
-  export BENCH_SERVER="local chDB server (tests-e2e/chdb_server), data on $(df --output=fstype "$work" | tail -1)"
+  start_local_clickhouse "$work" --keeper  # with KeeperMap: rows for both locks
+  export BENCH_SERVER="local chDB server (tests-e2e/chdb_server) with ZooKeeper, data on $(df --output=fstype "$work" | tail -1)"
 fi
 export CLICKHOUSE_URL
 "$venv/bin/python" tests-e2e/bench/bench_state.py

@@ -132,7 +132,7 @@ class Engine:
             for i in range(len(self._idle) - 1, -1, -1):
                 if self._idle[i].key == key:
                     return self._idle.pop(i)
-        self.sessions_opened += 1
+            self.sessions_opened += 1
         return _Session(self._path, database, settings)  # ~1 ms once the engine is up
 
     def _give_back(self, s: _Session):
@@ -151,21 +151,19 @@ class Engine:
             if not _SETTING_NAME.match(name):
                 raise ClickHouseError(115, f"Code: 115. DB::Exception: Unknown setting '{name}'. (UNKNOWN_SETTING)")
         statement = Statement.parse(body)
-        spool = None
-        if statement.data is not None:
-            fd, spool = tempfile.mkstemp(dir=self._spool)
-            with os.fdopen(fd, "wb") as f:
-                f.write(statement.data)
-        sql = statement.sql(infile=spool)
-        out_format = statement.output_format or fmt
         s = self._take(database, settings)
         keep = not _CHANGES_SESSION.match(body)
+        spool = None
         with self._lock:
             self._in_flight += 1
             self.most_in_flight = max(self.most_in_flight, self._in_flight)
         try:
-            res = s.run(sql, out_format, params)
-            return Result(res.bytes(), out_format, res.rows_read(), res.bytes_read(),
+            if statement.data is not None:
+                fd, spool = tempfile.mkstemp(dir=self._spool)
+                with os.fdopen(fd, "wb") as f:
+                    f.write(statement.data)
+            res = s.run(statement.sql(infile=spool), statement.output_format or fmt, params)
+            return Result(res.bytes(), statement.output_format or fmt, res.rows_read(), res.bytes_read(),
                           res.rows_written(), res.bytes_written(), int(res.elapsed() * 1e9))
         finally:
             with self._lock:
