@@ -241,9 +241,12 @@ class LockIntegrationTest {
             assertNotEquals(old, current);
             stale.releaseLock(old); // wakes up late
             stale.close(); // and frees what it kept, now
-            settings.put("lock_wait_seconds", 0.5);
-            try (BridgeService impatient = connected(settings)) {
-                BridgeException e = assertThrows(BridgeException.class, () -> impatient.acquireLock("aba", 0.1));
+            // It judges staleness by its own lock_timeout_seconds: with 60 s, only a freed lock would let it in.
+            Map<String, Object> waiterSettings = new java.util.HashMap<>(settings);
+            waiterSettings.put("lock_timeout_seconds", 60);
+            waiterSettings.put("lock_wait_seconds", 0.5);
+            try (BridgeService waiter = connected(waiterSettings)) {
+                BridgeException e = assertThrows(BridgeException.class, () -> waiter.acquireLock("aba", 0.1));
                 assertEquals(ErrorCode.LOCK_NOT_ACQUIRED, e.code(), "the late release freed the new holder's lock");
             }
             next.releaseLock(current);
