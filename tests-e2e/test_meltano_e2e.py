@@ -69,14 +69,17 @@ class Meltano:
     def state(self, state_id: str = STATE_ID) -> dict:
         return json.loads(self("state", "get", state_id).stdout)
 
-    def rows_in_clickhouse(self) -> list[dict]:
-        sql = (f"SELECT state_id, partial_state, completed_state FROM `{self.schema}`.state FINAL "
-               "ORDER BY state_id FORMAT JSONEachRow")
+    def query(self, sql: str) -> list[dict]:
+        """Rows of a query, run directly on the server (FORMAT JSONEachRow)."""
         auth = urllib.parse.quote(self.clickhouse.user) + ":" + urllib.parse.quote(self.clickhouse.password)
-        request = urllib.request.Request(self.clickhouse.http_url + "/", data=sql.encode(), headers={
-            "Authorization": "Basic " + __import__("base64").b64encode(auth.encode()).decode()})
+        request = urllib.request.Request(self.clickhouse.http_url + "/", data=(sql + " FORMAT JSONEachRow").encode(),
+                                         headers={"Authorization": "Basic " + __import__("base64").b64encode(auth.encode()).decode()})
         body = urllib.request.urlopen(request, timeout=30).read().decode()
         return [json.loads(line) for line in body.splitlines()]
+
+    def rows_in_clickhouse(self) -> list[dict]:
+        return self.query(f"SELECT state_id, partial_state, completed_state FROM `{self.schema}`.state FINAL "
+                          "ORDER BY state_id")
 
 
 @pytest.fixture
@@ -205,3 +208,22 @@ def test_a_run_with_the_keeper_lock_on_the_second_of_two_servers(installed_proje
     assert meltano.state()["singer_state"]["bookmarks"]["rows"]["replication_key_value"] == 3
     meltano("state", "merge", STATE_ID, '{"singer_state": {"bookmarks": {"other": {"id": 1}}}}')
     assert set(meltano.state()["singer_state"]["bookmarks"]) == {"rows", "other"}
+    lock_tables = meltano.query(f"SELECT name FROM system.tables WHERE database = '{meltano.schema}' AND name LIKE 'state_%'")
+    assert lock_tables == [{"name": "state_keeper_lock"}]
+    assert meltano.query(f"SELECT state_id FROM `{meltano.schema}`.state_keeper_lock") == [{"state_id": STATE_ID}]
+
+
+def test_the_lock_setting_is_honoured_and_checked(meltano):
+    """lock: claims on a server without KeeperMap works; lock: keeper there fails and says what to configure."""
+    state = '{"singer_state": {"bookmarks": {"s": {"id": 1}}}}'
+    meltano("state", "set", "--force", "dev:lock", state, MELTANO_STATE_BACKEND_CLICKHOUSE_LOCK="claims")
+    assert meltano.query(f"SELECT name FROM system.tables WHERE database = '{meltano.schema}' AND name LIKE 'state_%'") \
+        == [{"name": "state_claims"}]
+    keeper = meltano("state", "merge", "dev:lock", state, ok=False, MELTANO_STATE_BACKEND_CLICKHOUSE_LOCK="keeper")
+    # system.zookeeper exists only where the server has a Keeper
+    if meltano.query("SELECT name FROM system.tables WHERE database = 'system' AND name = 'zookeeper'"):
+        assert keeper.returncode == 0, keeper.stderr
+    else:
+        assert keeper.returncode != 0
+        assert "keeper_map_path_prefix" in keeper.stdout + keeper.stderr
+    assert meltano.state("dev:lock") == {"singer_state": {"bookmarks": {"s": {"id": 1}}}}
