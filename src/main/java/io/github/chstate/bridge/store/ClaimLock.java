@@ -27,11 +27,8 @@ import java.util.UUID;
  * does not hold there: clusters need {@link KeeperLock}.
  */
 public final class ClaimLock extends KeepingLock {
-    private final Tables tables;
-
     public ClaimLock(ClickHouse ch, Tables tables, Duration staleAfter) {
-        super(ch, staleAfter);
-        this.tables = tables;
+        super(ch, tables, staleAfter);
     }
 
     @Override

@@ -38,11 +38,8 @@ public final class KeeperLock extends KeepingLock {
     private static final Logger log = LoggerFactory.getLogger(KeeperLock.class);
     private static final String STRICT = " SETTINGS keeper_map_strict_mode = 1";
 
-    private final Tables tables;
-
     public KeeperLock(ClickHouse ch, Tables tables, Duration staleAfter) {
-        super(ch, staleAfter);
-        this.tables = tables;
+        super(ch, tables, staleAfter);
     }
 
     @Override

@@ -48,6 +48,7 @@ public abstract class KeepingLock implements StateLock {
     }
 
     protected final ClickHouse ch;
+    protected final Tables tables;
     protected final Duration staleAfter;
     private final Map<String, Grant> held = new ConcurrentHashMap<>(); // by token
     private final Map<String, Grant> kept = new ConcurrentHashMap<>(); // by state id: released by the caller only
@@ -57,8 +58,9 @@ public abstract class KeepingLock implements StateLock {
         return t;
     });
 
-    protected KeepingLock(ClickHouse ch, Duration staleAfter) {
+    protected KeepingLock(ClickHouse ch, Tables tables, Duration staleAfter) {
         this.ch = ch;
+        this.tables = tables;
         this.staleAfter = staleAfter;
     }
 
