@@ -83,7 +83,7 @@ public abstract class KeepingLock implements StateLock {
         boolean yielded = false;
         Grant keptGrant = kept.remove(stateId);
         if (keptGrant != null) {
-            // Taken again only well before it could be taken for stale.
+            // Taken again only well before it could be taken for stale; an older one is freed and taken afresh.
             if (start - keptGrant.takenAt < staleAfter.toNanos() / 2) {
                 // A held lock stays held, so asking again only tells whether someone waits since; a newcomer waits
                 // at most CHECK_QUEUE_AFTER longer for not being asked about.
@@ -93,9 +93,9 @@ public abstract class KeepingLock implements StateLock {
                 if (nobodyWaits(keptGrant)) {
                     return grant(new Grant(stateId, keptGrant.token, keptGrant.takenAt, false, start));
                 }
+                yielded = true; // let the one waiting go first
             }
-            free(stateId, keptGrant.token); // let the one waiting go first
-            yielded = true;
+            free(stateId, keptGrant.token);
         }
         return grant(take(stateId, retry, wait, start, yielded));
     }
