@@ -318,6 +318,22 @@ class LockIntegrationTest {
         }
     }
 
+    @ParameterizedTest
+    @ValueSource(strings = {"claims", "keeper"})
+    void aKeptLockTooOldToTakeBackIsTakenAfreshWithoutWaiting(String lock) throws Exception {
+        Map<String, Object> settings = settings(lock);
+        settings.put("lock_timeout_seconds", 1); // a kept lock is taken back only within 0.5 s of being taken
+        try (BridgeService bridge = connected(settings)) {
+            String first = bridge.acquireLock("aged", 0.05);
+            sleepMillis(600);
+            bridge.releaseLock(first); // kept for 250 ms, but already too old to take back
+            // retry_seconds of an hour: any wait for a retry would hang this test
+            String second = assertTimeoutPreemptively(Duration.ofSeconds(20), () -> bridge.acquireLock("aged", 3600.0));
+            assertNotEquals(first, second);
+            bridge.releaseLock(second);
+        }
+    }
+
     private BridgeService connected(Map<String, Object> settings) {
         BridgeService bridge = new BridgeService(json);
         bridge.initialize(settings);
