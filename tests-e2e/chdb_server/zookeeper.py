@@ -66,7 +66,7 @@ def main(argv=None):
     os.makedirs(args.data, exist_ok=True)
     port = args.port or free_port(args.host)
     java = os.path.join(os.environ["JAVA_HOME"], "bin", "java") if os.environ.get("JAVA_HOME") else shutil.which("java")
-    command = [java, "-Xmx256m", "-Dzookeeper.admin.enableServer=false", "-Dzookeeper.4lw.commands.whitelist=ruok,stat,cons",
+    command = [java, "-Xmx256m", "-Dzookeeper.admin.enableServer=false", "-Dzookeeper.4lw.commands.whitelist=ruok",
                "-Dorg.slf4j.simpleLogger.showDateTime=true",
                "-cp", classpath(), "org.apache.zookeeper.server.ZooKeeperServerMain", str(port),
                os.path.join(args.data, "data")]
