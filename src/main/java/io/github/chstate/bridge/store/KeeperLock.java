@@ -37,6 +37,8 @@ import java.util.UUID;
 public final class KeeperLock extends KeepingLock {
     private static final Logger log = LoggerFactory.getLogger(KeeperLock.class);
     private static final String STRICT = " SETTINGS keeper_map_strict_mode = 1";
+    /** How much longer than one retry a holder that yielded leaves the free row to the waiter. */
+    private static final Duration YIELD_AT_MOST = Duration.ofSeconds(1);
 
     public KeeperLock(ClickHouse ch, Tables tables, Duration staleAfter) {
         super(ch, tables, staleAfter);
@@ -47,8 +49,7 @@ public final class KeeperLock extends KeepingLock {
         long deadline = start + wait.toNanos();
         String token = UUID.randomUUID().toString();
         if (justYielded) {
-            markWanted(stateId); // the one that was waiting takes it at its next try; then we are the one waiting
-            sleep(retry);
+            letTheWaiterIn(stateId, retry);
         }
         while (true) {
             long takenAt = System.nanoTime();
@@ -61,6 +62,19 @@ public final class KeeperLock extends KeepingLock {
             }
             sleep(retry);
         }
+    }
+
+    /**
+     * After freeing the lock for a waiter, stays off the free row until the waiter has taken it: its tries are
+     * {@code retry} plus a few statements apart, so trying at our own pace would often win the race. A waiter that
+     * does not come within {@link #YIELD_AT_MOST} (it gave up or died) no longer holds us back.
+     */
+    private void letTheWaiterIn(String stateId, Duration retry) {
+        markWanted(stateId); // then we are the one waiting, and the waiter will yield to us in turn
+        long until = System.nanoTime() + retry.plus(YIELD_AT_MOST).toNanos();
+        do {
+            sleep(retry);
+        } while ("".equals(owner(stateId, null)) && System.nanoTime() < until);
     }
 
     /**
