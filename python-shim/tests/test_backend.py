@@ -276,10 +276,48 @@ def test_stop_all_at_exit_leaves_no_bridge(clickhouse, schema):
     assert not _alive(pid)
 
 
-def test_a_state_over_20_mb_round_trips(manager):
-    big = {"singer_state": {"blob": "ü" * (21 * 1024 * 1024), "quote": "it's \"here\"\n"}}
-    manager.set(MeltanoState("big", {}, big))
-    assert manager.get("big").completed_state == big
+def _state_of(megabytes: int) -> dict:
+    """Streams whose bookmarks hold what JSON must escape or carry: unicode, quotes, backslashes, control characters,
+    nested arrays, big and float numbers."""
+    stream = {"replication_key_value": "2026-12-04T00:00:00+00:00", "pad": "x" * 700,
+              "text": "ünï✓ 𝄞 it's \"quoted\" back\\slash tab\t nl\n cr\r nul\x00 unit\x1f del\x7f",
+              "nested": [[1, 2.5, None, True, False], {"deep": [{"x": [-1, 10**18, 1e-7]}], "": []}]}
+    count = megabytes * 1024 * 1024 // len(json.dumps(stream))
+    return {"singer_state": {"bookmarks": {f"stream_{i}": dict(stream, i=i) for i in range(count)}}}
+
+
+@pytest.mark.parametrize("megabytes", [1, 10, 50])
+def test_large_states_round_trip_exactly(manager, megabytes):
+    big, small = _state_of(megabytes), {"partial": "it's\n\"here\" ü"}
+    manager.set(MeltanoState("big", small, big))
+    got = manager.get("big")
+    assert got.completed_state == big and got.partial_state == small
+    assert [s.completed_state == big for s in manager.get_all("big")] == [True]
+
+
+def test_a_100_mb_state_works_with_the_default_memory(manager):
+    big = _state_of(100)
+    manager.set(MeltanoState("huge", {}, big))
+    assert manager.get("huge").completed_state == big
+
+
+def test_a_state_too_large_for_the_bridges_memory_fails_clearly_and_keeps_what_is_stored(clickhouse, schema, monkeypatch):
+    with ClickhouseStateStoreManager(uri=clickhouse.state_uri(), schema=schema) as roomy:
+        roomy.set(MeltanoState("stored-big", {}, _state_of(40)))
+    monkeypatch.setenv("CLICKHOUSE_STATE_BRIDGE_JAVA_OPTS", "-Xmx64m")  # takes requests of up to 16 MB
+    small = ClickhouseStateStoreManager(uri=clickhouse.state_uri(), schema=schema, table="state", lock_timeout_seconds=10)
+    try:
+        small.set(MeltanoState("kept", {}, {"n": 1}))
+        pid = bridge_pid(small)
+        with pytest.raises(ClickHouseStateBackendError, match="larger than this bridge takes.*Nothing was stored.*"
+                                                            "CLICKHOUSE_STATE_BRIDGE_JAVA_OPTS=-Xmx"):
+            small.set(MeltanoState("kept", {}, _state_of(20)))
+        with pytest.raises(ClickHouseStateBackendError, match="ran out of memory.*CLICKHOUSE_STATE_BRIDGE_JAVA_OPTS=-Xmx"):
+            small.get("stored-big")
+        assert small.get("kept").completed_state == {"n": 1}
+        assert bridge_pid(small) == pid  # the same bridge answered throughout
+    finally:
+        small.close()
 
 
 def test_zookeeper_down_during_updates_gives_clear_errors_and_keeps_the_state(tmp_path, schema):

@@ -5,6 +5,7 @@ and writes it to tests-e2e/bench/results.md.
 """
 from __future__ import annotations
 
+import json
 import os
 import pathlib
 import platform
@@ -17,6 +18,7 @@ import uuid
 
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent.parent))
 
+import clickhouse_connect  # noqa: E402
 import meltano_project  # noqa: E402
 from chdb_server.testing import Endpoint  # noqa: E402
 from meltano.core.state_store.base import MeltanoState  # noqa: E402
@@ -93,14 +95,41 @@ def through_the_shim(uri: str, schema: str, table: Table, n: int, locks: list[st
         table.add(f"2. shim `{name}` (n={len(samples)})", f"p50 {percentile(samples, .5):.1f} ms",
                   f"p99 {percentile(samples, .99):.1f} ms", "")
 
-    big = {"singer_state": {"blob": "x" * (20 * 1024 * 1024)}}
-    t0 = time.perf_counter()
-    manager.set(MeltanoState("bench:20mb", {}, big))
-    got = manager.get("bench:20mb")
-    round_trip = ms(time.perf_counter() - t0)
-    assert got.completed_state == big
-    table.add("5. 20 MB state: set + get round trip", f"{round_trip:.0f} ms", "", "")
     manager.close()
+
+
+def large_states(url: str, uri: str, schema: str, table: Table, runs: int):
+    """set + get of large states through our manager, and the same row written and read with clickhouse-connect (the
+    Python add-on's client) on the same server: json.dumps + insert, then select + json.loads."""
+    endpoint = Endpoint(url)
+    direct = clickhouse_connect.get_client(host=endpoint.host, port=endpoint.port, username=endpoint.user,
+                                           password=endpoint.password, database=schema)
+    with ClickhouseStateStoreManager(uri=uri, schema=schema) as manager:
+        for megabytes in (1, 10, 50):
+            stream = {"replication_key": "updated_at", "replication_key_value": "2026-12-04T00:00:00+00:00",
+                      "pad": "x" * 900}
+            state = {"singer_state": {"bookmarks": {f"stream_{i}": dict(stream, i=i) for i in range(megabytes * 1000)}}}
+
+            def ours():
+                manager.set(MeltanoState("bench:large", {}, state))
+                assert manager.get("bench:large").completed_state == state
+
+            def theirs():
+                direct.insert("state", [["bench:direct", None, json.dumps(state)]],
+                              column_names=["state_id", "partial_state", "completed_state"])
+                rows = direct.query("SELECT completed_state FROM state FINAL WHERE state_id = {id:String}",
+                                    parameters={"id": "bench:direct"}).result_rows
+                assert json.loads(rows[0][0]) == state
+
+            samples = {"ours": [], "theirs": []}
+            for _ in range(runs + 1):  # in turns; the first round warms up and is left out
+                for name, fn in (("ours", ours), ("theirs", theirs)):
+                    t0 = time.perf_counter()
+                    fn()
+                    samples[name].append(ms(time.perf_counter() - t0))
+            mine, floor = (statistics.median(samples[name][1:]) for name in ("ours", "theirs"))
+            table.add(f"5. {megabytes} MB state: set + get round trip (median of {runs})", f"clickhouse {mine:.0f} ms",
+                      f"clickhouse-connect {floor:.0f} ms", f"{mine / floor:.2f}×")
 
 
 def meltano_cli(uri: str, schema: str, table: Table, runs: int, locks: list[str]):
@@ -165,6 +194,7 @@ def main():
     with ClickhouseStateStoreManager(uri=uri, schema=schema) as probe:  # auto: keeper where the server has it
         locks = ["claims", "keeper"] if probe._call("migrate")["lock"] == "keeper" else ["claims"]
     through_the_shim(uri, schema, table, n, locks)
+    large_states(url, uri, schema, table, runs=int(os.environ.get("BENCH_RUNS", "5")))
     meltano_cli(uri, schema, table, runs=int(os.environ.get("BENCH_RUNS", "5")), locks=locks)
     text = "\n".join([f"Measured {time.strftime('%Y-%m-%d')} on {machine()}.", "",
                       "| measure | result | compared with | ratio |", "|---|---|---|---|", *table.rows, ""])

@@ -6,11 +6,23 @@ import json
 import threading
 import typing as t
 
+import orjson
+
 from .process import BridgeProcess, logger
 
 # The protocol's error codes (README.md, "Protocol") that Meltano has exceptions of its own for.
 LOCK_NOT_ACQUIRED = -32004
 MISSING_SETTING = -32007
+
+
+def encode(message: dict) -> bytes:
+    """The message as one line of JSON. orjson writes a 10 MB state in ~2 ms, json in ~70 ms; what orjson refuses
+    (keys that are not strings, integers over 64 bits) is written by json. NaN and infinities, which JSON lacks,
+    become null with orjson."""
+    try:
+        return orjson.dumps(message)
+    except orjson.JSONEncodeError:
+        return json.dumps(message, separators=(",", ":")).encode()
 
 
 class BridgeError(Exception):
@@ -39,7 +51,7 @@ class JsonRpcClient:
             if params is not None:
                 message["params"] = params
             try:
-                self.process.stdin.write(json.dumps(message, separators=(",", ":")).encode() + b"\n")
+                self.process.stdin.write(encode(message) + b"\n")
                 self.process.stdin.flush()
                 line = self.process.stdout.readline()
             except (BrokenPipeError, ValueError, OSError):

@@ -5,6 +5,7 @@ import hashlib
 import logging
 import os
 import pathlib
+import shlex
 import shutil
 import subprocess
 import tempfile
@@ -14,11 +15,14 @@ import uuid
 logger = logging.getLogger("meltano_state_backend_clickhouse.bridge")
 
 JAR_ENV = "CLICKHOUSE_STATE_BRIDGE_JAR"
+# More JVM options, after ours (a later -Xmx wins): README.md, "Large states".
+JAVA_OPTS_ENV = "CLICKHOUSE_STATE_BRIDGE_JAVA_OPTS"
 JAR = pathlib.Path(__file__).parent / "bridge" / "meltano-clickhouse-bridge.jar"
 # Only what the JVM needs: never the caller's MELTANO_* variables, which may hold the password.
 _ENV_KEPT = ("PATH", "HOME", "LANG", "LC_ALL", "TZ", "TMPDIR", "JAVA_HOME")
-# The JVM's own warnings go to stdout by default, which is the protocol channel: send them to stderr.
-_JVM_OPTIONS = ["-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1", "-Xshare:auto", "-Xlog:disable", "-Xlog:all=warning:stderr",
+# A 512 MB heap bounds the bridge's memory and takes a 100 MB state (README.md, "Large states"). The JVM's own
+# warnings go to stdout by default, which is the protocol channel: send them to stderr.
+_JVM_OPTIONS = ["-XX:+UseSerialGC", "-Xmx512m", "-Xshare:auto", "-Xlog:disable", "-Xlog:all=warning:stderr",
                 # a crash report goes to the temp folder, not to the Meltano project the bridge was started in
                 f"-XX:ErrorFile={tempfile.gettempdir()}/meltano-clickhouse-bridge-hs_err_%p.log"]
 _LEVELS = {"TRACE": logging.DEBUG, "DEBUG": logging.DEBUG, "INFO": logging.INFO, "WARN": logging.WARNING,
@@ -70,7 +74,7 @@ class BridgeProcess:
 
     def __init__(self):
         java, jar = find_java(), find_jar()
-        command = [java, *_JVM_OPTIONS, *self._archive_options(java, jar)]
+        command = [java, *_JVM_OPTIONS, *shlex.split(os.environ.get(JAVA_OPTS_ENV, "")), *self._archive_options(java, jar)]
         if logger.isEnabledFor(logging.DEBUG):
             command.append("-Dorg.slf4j.simpleLogger.defaultLogLevel=debug")
         command += ["-jar", str(jar)]

@@ -33,7 +33,7 @@ public final class Main {
         BridgeService service = new BridgeService(json);
         try (service) {
             new StdioServer(new FileInputStream(FileDescriptor.in), protocolOut,
-                    new Dispatcher(json, service), service::shutdownRequested).run();
+                    new Dispatcher(json, service), service::shutdownRequested, Runtime.getRuntime().maxMemory() / 4).run();
         }
         protocolOut.flush();
         System.exit(0);

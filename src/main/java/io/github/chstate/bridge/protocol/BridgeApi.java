@@ -1,8 +1,8 @@
 package io.github.chstate.bridge.protocol;
 
-import com.fasterxml.jackson.databind.node.ObjectNode;
 import com.googlecode.jsonrpc4j.JsonRpcMethod;
 import com.googlecode.jsonrpc4j.JsonRpcParam;
+import io.github.chstate.bridge.store.StatePart;
 import io.github.chstate.bridge.store.StoredState;
 
 import java.util.List;
@@ -25,8 +25,8 @@ public interface BridgeApi {
     StoredState get(@JsonRpcParam("state_id") String stateId);
 
     @JsonRpcMethod("set")
-    void set(@JsonRpcParam("state_id") String stateId, @JsonRpcParam("partial") ObjectNode partial,
-             @JsonRpcParam("completed") ObjectNode completed);
+    void set(@JsonRpcParam("state_id") String stateId, @JsonRpcParam("partial") StatePart partial,
+             @JsonRpcParam("completed") StatePart completed);
 
     @JsonRpcMethod("delete")
     void delete(@JsonRpcParam("state_id") String stateId);

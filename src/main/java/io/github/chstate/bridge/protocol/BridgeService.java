@@ -1,7 +1,6 @@
 package io.github.chstate.bridge.protocol;
 
 import com.fasterxml.jackson.databind.ObjectMapper;
-import com.fasterxml.jackson.databind.node.ObjectNode;
 import io.github.chstate.bridge.BridgeException;
 import io.github.chstate.bridge.ErrorCode;
 import io.github.chstate.bridge.config.Settings;
@@ -11,6 +10,7 @@ import io.github.chstate.bridge.store.KeeperLock;
 import io.github.chstate.bridge.store.Locks;
 import io.github.chstate.bridge.store.StateLock;
 import io.github.chstate.bridge.store.StateStore;
+import io.github.chstate.bridge.store.StatePart;
 import io.github.chstate.bridge.store.StoredState;
 import io.github.chstate.bridge.store.Tables;
 import org.slf4j.Logger;
@@ -89,7 +89,7 @@ public final class BridgeService implements BridgeApi, AutoCloseable {
     }
 
     @Override
-    public void set(String stateId, ObjectNode partial, ObjectNode completed) {
+    public void set(String stateId, StatePart partial, StatePart completed) {
         store().set(new StoredState(required("state_id", stateId), partial, completed));
     }
 

@@ -1,7 +1,10 @@
 package io.github.chstate.bridge.protocol;
 
+import com.fasterxml.jackson.core.JsonGenerator;
 import com.fasterxml.jackson.databind.JsonNode;
 import com.fasterxml.jackson.databind.ObjectMapper;
+import com.fasterxml.jackson.databind.ObjectWriter;
+import com.fasterxml.jackson.databind.SerializationFeature;
 import com.fasterxml.jackson.databind.node.ObjectNode;
 import com.googlecode.jsonrpc4j.ErrorResolver.JsonError;
 import com.googlecode.jsonrpc4j.JsonResponse;
@@ -9,12 +12,13 @@ import com.googlecode.jsonrpc4j.JsonRpcBasicServer;
 import io.github.chstate.bridge.ErrorCode;
 
 import java.io.IOException;
+import java.io.OutputStream;
 
-/** One framed message in, its response out (empty for a notification). jsonrpc4j does the dispatch. */
+/** One framed message in, its response out (none for a notification). jsonrpc4j does the dispatch. */
 public final class Dispatcher {
-    private static final byte[] NO_RESPONSE = new byte[0];
-
     private final ObjectMapper json;
+    private final MessageReader reader;
+    private final ObjectWriter writer;
     private final Server server;
 
     /** Exposes jsonrpc4j's tree-in, tree-out entry point, so that we parse each message once and frame it ourselves. */
@@ -31,29 +35,48 @@ public final class Dispatcher {
 
     public Dispatcher(ObjectMapper json, BridgeApi service) {
         this.json = json;
+        this.reader = new MessageReader(json);
+        // The framing flushes once per response, after its newline; the stream stays open.
+        this.writer = json.writer().without(SerializationFeature.FLUSH_AFTER_WRITE_VALUE)
+                .without(JsonGenerator.Feature.FLUSH_PASSED_TO_STREAM).without(JsonGenerator.Feature.AUTO_CLOSE_TARGET);
         this.server = new Server(json, service);
         server.setErrorResolver(new ErrorMapper());
         server.setAllowLessParams(true);
         server.setShouldLogInvocationErrors(false);
     }
 
-    public byte[] handle(byte[] message) throws IOException {
+    /** The response to one message; null for a notification, which gets none. */
+    public JsonNode handle(byte[] message) throws IOException {
         JsonNode request;
         try {
-            request = json.readTree(message);
+            request = reader.read(message);
         } catch (com.fasterxml.jackson.core.JsonProcessingException e) {
             return errorResponse(ErrorCode.PARSE_ERROR, "Parse error: the message is not valid JSON ("
                     + e.getOriginalMessage() + ").");
+        } catch (OutOfMemoryError e) {
+            return errorResponse(ErrorCode.INTERNAL, ErrorMapper.outOfMemory());
         }
         if (request == null || !request.isObject()) {
             return errorResponse(ErrorCode.INVALID_REQUEST, "Invalid request: expected one JSON-RPC 2.0 request object per line.");
         }
         JsonNode response = server.handle(request);
         if (response == null || response.isNull() || response.isMissingNode()) {
-            return NO_RESPONSE;
+            return null;
         }
         explainDispatchError(request, response);
-        return json.writeValueAsBytes(response);
+        return response;
+    }
+
+    /** The response to a message longer than the framing takes; it was not read, so its id is unknown. */
+    public JsonNode tooLarge(long maxMessageBytes) {
+        return errorResponse(ErrorCode.INVALID_REQUEST, "The request is larger than this bridge takes: "
+                + maxMessageBytes / (1 << 20) + " MB, a quarter of its Java heap. Nothing was stored. For states this "
+                + "large, give the bridge more memory: " + ErrorMapper.MORE_MEMORY);
+    }
+
+    /** Writes a response to {@code out}, a state's text straight from its bytes ({@code StatePart}). */
+    public void write(JsonNode response, OutputStream out) throws IOException {
+        writer.writeValue(out, response);
     }
 
     /** jsonrpc4j answers an unknown method or unusable parameters itself, tersely: say which and what to do. */
@@ -82,10 +105,10 @@ public final class Dispatcher {
                 .set("data", json.valueToTree(error.data));
     }
 
-    private byte[] errorResponse(ErrorCode code, String message) throws IOException {
+    private JsonNode errorResponse(ErrorCode code, String message) {
         ObjectNode response = json.createObjectNode().put("jsonrpc", "2.0");
         response.putNull("id");
         replaceError(response, code, message);
-        return json.writeValueAsBytes(response);
+        return response;
     }
 }

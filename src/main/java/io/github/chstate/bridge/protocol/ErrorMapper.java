@@ -17,6 +17,7 @@ import java.util.Map;
  * names and stack traces stay in the log (stderr), where debug logging shows them.
  */
 public final class ErrorMapper implements ErrorResolver {
+    static final String MORE_MEMORY = "set CLICKHOUSE_STATE_BRIDGE_JAVA_OPTS=-Xmx2g (or more) where meltano runs.";
     private static final Logger log = LoggerFactory.getLogger(ErrorMapper.class);
 
     @Override
@@ -30,8 +31,17 @@ public final class ErrorMapper implements ErrorResolver {
             log.debug("{} got invalid parameters", name, thrown);
             return error(ErrorCode.INVALID_PARAMS, "Invalid parameters: " + thrown.getMessage());
         }
+        if (thrown instanceof OutOfMemoryError) {
+            log.debug("{} ran out of memory", name, thrown);
+            return error(ErrorCode.INTERNAL, outOfMemory());
+        }
         log.error("{} failed unexpectedly", name, thrown);
         return error(ErrorCode.INTERNAL, "Internal bridge error; the bridge log (stderr) has the details.");
+    }
+
+    static String outOfMemory() {
+        return "The bridge ran out of memory (its Java heap is " + Runtime.getRuntime().maxMemory() / (1 << 20)
+                + " MB) on a state this large; the call failed and stored nothing. Give it more memory: " + MORE_MEMORY;
     }
 
     public static JsonError error(ErrorCode code, String message) {

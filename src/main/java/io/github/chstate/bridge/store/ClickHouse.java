@@ -1,6 +1,12 @@
 package io.github.chstate.bridge.store;
 
 import com.clickhouse.client.api.Client;
+import com.clickhouse.client.api.ServerException;
+import com.clickhouse.client.api.insert.InsertSettings;
+import com.clickhouse.client.api.query.QueryResponse;
+import com.clickhouse.client.api.query.QuerySettings;
+import com.clickhouse.data.ClickHouseFormat;
+import com.clickhouse.jdbc.ConnectionImpl;
 import com.zaxxer.hikari.HikariConfig;
 import com.zaxxer.hikari.HikariDataSource;
 import com.zaxxer.hikari.pool.HikariPool;
@@ -10,6 +16,10 @@ import io.github.chstate.bridge.config.Settings;
 import org.slf4j.Logger;
 import org.slf4j.LoggerFactory;
 
+import java.io.IOException;
+import java.io.InputStream;
+import java.io.OutputStream;
+import java.io.PushbackInputStream;
 import java.net.ConnectException;
 import java.net.NoRouteToHostException;
 import java.net.SocketTimeoutException;
@@ -21,7 +31,9 @@ import java.sql.Statement;
 import java.util.ArrayList;
 import java.util.Calendar;
 import java.util.List;
+import java.util.Map;
 import java.util.UUID;
+import java.util.concurrent.ExecutionException;
 import java.util.regex.Matcher;
 import java.util.regex.Pattern;
 
@@ -33,13 +45,21 @@ public final class ClickHouse implements AutoCloseable {
         T read(ResultSet rs) throws SQLException;
     }
 
+    /** Reads one row of a RowBinary answer from {@code in}. */
+    @FunctionalInterface
+    public interface BinaryRow<T> {
+        T read(InputStream in) throws IOException;
+    }
+
+    /** Writes the rows of an INSERT, in RowBinary; may be called again when the driver re-sends the insert. */
+    @FunctionalInterface
+    public interface Rows {
+        void write(OutputStream out) throws IOException;
+    }
+
     private static final Logger log = LoggerFactory.getLogger(ClickHouse.class);
     private static final Pattern SERVER_CODE = Pattern.compile("Code: (\\d+)\\.");
     private static final java.util.Set<Integer> AUTH_CODES = java.util.Set.of(192, 193, 194, 516);
-
-    /** What the driver's executeQuery says, after running it, of a statement that had no rows to return. */
-    private static final String NO_RESULT_SET = "executeQuery() requires a ResultSet; use execute() for statements "
-            + "that do not produce one.";
 
     private final HikariDataSource pool;
     private final Settings settings;
@@ -60,8 +80,8 @@ public final class ClickHouse implements AutoCloseable {
         config.addDataSourceProperty("socket_timeout", settings.queryTimeout().toMillis());
         // Reads must see every completed write: never let the server buffer our inserts.
         config.addDataSourceProperty("clickhouse_setting_async_insert", "0");
-        // States travel inside the SQL text, and a state can be tens of MB; the default limit is 256 KiB.
-        config.addDataSourceProperty("clickhouse_setting_max_query_size", String.valueOf(1L << 30));
+        // A version read lists every id of a set_all (meltano state copy/move of many ids); the default limit is 256 KiB.
+        config.addDataSourceProperty("clickhouse_setting_max_query_size", String.valueOf(64L << 20));
         if (settings.caCert() != null) {
             config.addDataSourceProperty("sslrootcert", settings.caCert());
         }
@@ -86,19 +106,54 @@ public final class ClickHouse implements AutoCloseable {
         }
     }
 
-    /**
-     * Runs a statement that returns no rows. It goes through {@code executeQuery} too, which sends the SQL as it is:
-     * {@code execute} would first parse all of it in the driver, which takes seconds for a 20 MB state. The driver
-     * reports the missing result set only after the statement succeeded, so that report means success here.
-     */
+    /** Runs a statement that returns no rows. */
     public void execute(String sql) {
-        try {
-            run(sql, rs -> null);
-        } catch (SQLException e) {
-            if (!NO_RESULT_SET.equals(e.getMessage())) {
-                throw translate(e);
+        try (Connection c = pool.getConnection(); Statement st = c.createStatement()) {
+            st.setEscapeProcessing(false); // as in run
+            st.execute(sql);
+        } catch (SQLException | RuntimeException e) {
+            throw translate(e);
+        }
+    }
+
+    /**
+     * Inserts rows sent as data in the request body, never as SQL: {@code INSERT INTO table (columns) FORMAT
+     * RowBinary}, through the client under the pool's JDBC connection. {@code settings} are the statement's settings.
+     */
+    public void insert(String table, List<String> columns, Map<String, String> settings, Rows rows) {
+        InsertSettings insert = new InsertSettings();
+        settings.forEach(insert::serverSetting);
+        try (Connection c = pool.getConnection()) {
+            Client client = c.unwrap(ConnectionImpl.class).getClient();
+            client.insert(table, columns, rows::write, ClickHouseFormat.RowBinary, insert).get().close();
+        } catch (ExecutionException e) {
+            throw translate(e.getCause());
+        } catch (InterruptedException e) {
+            Thread.currentThread().interrupt();
+            throw translate(e);
+        } catch (SQLException | RuntimeException e) {
+            throw translate(e);
+        }
+    }
+
+    /** Runs a query whose rows come back as RowBinary data, read by {@code row}; see {@link #insert}. */
+    public <T> List<T> queryRowBinary(String sql, BinaryRow<T> row) {
+        QuerySettings query = new QuerySettings().setFormat(ClickHouseFormat.RowBinary);
+        try (Connection c = pool.getConnection();
+             QueryResponse response = c.unwrap(ConnectionImpl.class).getClient().query(sql, query).get();
+             PushbackInputStream in = new PushbackInputStream(response.getInputStream())) {
+            List<T> rows = new ArrayList<>();
+            for (int next = in.read(); next >= 0; next = in.read()) {
+                in.unread(next);
+                rows.add(row.read(in));
             }
-        } catch (RuntimeException e) {
+            return rows;
+        } catch (ExecutionException e) {
+            throw translate(e.getCause());
+        } catch (InterruptedException e) {
+            Thread.currentThread().interrupt();
+            throw translate(e);
+        } catch (Exception e) {
             throw translate(e);
         }
     }
@@ -111,10 +166,9 @@ public final class ClickHouse implements AutoCloseable {
         }
     }
 
-    /** JDBC escape processing is off: our SQL has no escapes, and state JSON is full of braces. */
     private <T> List<T> run(String sql, Row<T> row) throws SQLException {
         try (Connection c = pool.getConnection(); Statement st = c.createStatement()) {
-            st.setEscapeProcessing(false);
+            st.setEscapeProcessing(false); // our SQL has no JDBC escapes, and literals may hold braces
             try (ResultSet rs = st.executeQuery(sql)) {
                 List<T> out = new ArrayList<>();
                 while (rs.next()) {
@@ -173,6 +227,9 @@ public final class ClickHouse implements AutoCloseable {
         for (Throwable t = e; t != null; t = t.getCause()) {
             if (t instanceof SQLException sql && sql.getErrorCode() > 0) {
                 return sql.getErrorCode();
+            }
+            if (t instanceof ServerException server && server.getCode() > 0) {
+                return server.getCode();
             }
             Matcher m = SERVER_CODE.matcher(String.valueOf(t.getMessage()));
             if (m.find()) {

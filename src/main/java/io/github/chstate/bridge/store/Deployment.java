@@ -1,5 +1,7 @@
 package io.github.chstate.bridge.store;
 
+import java.util.Map;
+
 /**
  * What kind of ClickHouse holds the state table, told by the engine the server gave it: {@code Shared*} (ClickHouse
  * Cloud makes every MergeTree one), {@code Replicated*} (the {@code cluster} setting, or a Replicated database), else
@@ -8,21 +10,21 @@ package io.github.chstate.bridge.store;
  */
 public enum Deployment {
     /** A plain ReplacingMergeTree: an insert is visible to every later read once it returns. */
-    SINGLE_NODE("", ""),
+    SINGLE_NODE(Map.of(), ""),
     /**
      * Replicated tables: another replica sees an insert only once it has fetched it, unless the insert waited for a
      * quorum; then {@code select_sequential_consistency} makes a read see every quorum write, or fail.
      * {@code insert_quorum_parallel = 0} is what that guarantee needs (ClickHouse's docs); it makes a second insert
      * into the table wait while the first one's quorum is pending.
      */
-    REPLICATED(", insert_quorum = 'auto', insert_quorum_parallel = 0", "select_sequential_consistency = 1"),
+    REPLICATED(Map.of("insert_quorum", "auto", "insert_quorum_parallel", "0"), "select_sequential_consistency = 1"),
     /** SharedMergeTree: every insert is a quorum write, but replicas fetch parts later; the read must ask Keeper. */
-    SHARED("", "select_sequential_consistency = 1");
+    SHARED(Map.of(), "select_sequential_consistency = 1");
 
-    private final String insertSettings;
+    private final Map<String, String> insertSettings;
     private final String readSetting;
 
-    Deployment(String insertSettings, String readSetting) {
+    Deployment(Map<String, String> insertSettings, String readSetting) {
         this.insertSettings = insertSettings;
         this.readSetting = readSetting;
     }
@@ -44,8 +46,8 @@ public enum Deployment {
         return readSetting.isEmpty() ? "" : " SETTINGS " + readSetting;
     }
 
-    /** To append to the SETTINGS of an INSERT, and of an INSERT … SELECT that reads the newest write. */
-    String insertSettings(boolean readsToo) {
-        return insertSettings + (readsToo && !readSetting.isEmpty() ? ", " + readSetting : "");
+    /** What an INSERT of state needs beside its own settings. */
+    Map<String, String> insertSettings() {
+        return insertSettings;
     }
 }

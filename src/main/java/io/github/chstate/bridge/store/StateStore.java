@@ -1,14 +1,11 @@
 package io.github.chstate.bridge.store;
 
-import com.fasterxml.jackson.core.JsonProcessingException;
-import com.fasterxml.jackson.databind.JsonNode;
 import com.fasterxml.jackson.databind.ObjectMapper;
-import com.fasterxml.jackson.databind.node.ObjectNode;
 import io.github.chstate.bridge.BridgeException;
 import io.github.chstate.bridge.ErrorCode;
 
-import java.sql.ResultSet;
-import java.sql.SQLException;
+import java.io.IOException;
+import java.io.InputStream;
 import java.util.Collection;
 import java.util.LinkedHashMap;
 import java.util.List;
@@ -23,15 +20,19 @@ import java.util.stream.Collectors;
  * deduplication token, so that A → B → A rewrites are never dropped as duplicates, while a request the driver
  * re-sends is.
  *
- * <p>Without the lock, the server computes that version inside the INSERT, so writers' clocks do not matter. Under
- * the lock (Meltano's update: get, merge, set), nobody else writes the id, so the version this bridge last read or
- * wrote under the same claim is still the newest; the set then sends a plain INSERT with its version, the later of
- * that plus 1 ms and the server's time. That INSERT costs the server a third of one with the subquery.
+ * <p>A version is the later of the server's time ({@link ServerClock}) and the newest stored version of the id plus
+ * 1 ms. Without the lock, the newest is read first, in one query for all ids of the write. Under the lock (Meltano's
+ * update: get, merge, set) nobody else writes the id, so the version this bridge last read or wrote under the same
+ * lock is still the newest, and the set is one statement: the INSERT.
+ *
+ * <p>States go to the server as data (RowBinary), never inside SQL, and come back as text ({@link StatePart}): the
+ * server need not parse a 20 MB literal, nor the bridge build and write a tree of it.
  *
  * <p>On replicated and Shared tables, reads that must see the newest write and inserts carry the settings the
  * {@link Deployment} needs for that.
  */
 public final class StateStore {
+    private static final List<String> COLUMNS = List.of("state_id", "partial_state", "completed_state", "updated_at");
     private final ClickHouse ch;
     private final Tables tables;
     private final ServerClock clock;
@@ -57,18 +58,22 @@ public final class StateStore {
 
     public StoredState get(String stateId) {
         String token = lock.heldToken(stateId);
-        return ch.queryOne("SELECT state_id, partial_state, completed_state, toUnixTimestamp64Milli(updated_at) FROM "
-                + tables.state + " FINAL WHERE state_id = " + Sql.literal(stateId) + deployment.readClause(), rs -> {
+        List<StoredState> rows = ch.queryRowBinary("SELECT state_id, partial_state, completed_state, "
+                + "toUnixTimestamp64Milli(updated_at) FROM " + tables.state + " FINAL WHERE state_id = "
+                + Sql.literal(stateId) + deployment.readClause(), in -> {
+                    StoredState state = row(in);
+                    long version = RowBinary.readInt64(in);
                     if (token != null) {
-                        known.put(stateId, new Known(token, rs.getLong(4)));
+                        known.put(stateId, new Known(token, version));
                     }
-                    return row(rs);
+                    return state;
                 });
+        return rows.isEmpty() ? null : rows.get(0);
     }
 
     public List<StoredState> getAll(String pattern) {
-        return ch.query("SELECT state_id, partial_state, completed_state FROM " + tables.state + " FINAL" + matching(pattern)
-                + " ORDER BY state_id" + deployment.readClause(), this::row);
+        return ch.queryRowBinary("SELECT state_id, partial_state, completed_state FROM " + tables.state + " FINAL"
+                + matching(pattern) + " ORDER BY state_id" + deployment.readClause(), this::row);
     }
 
     public List<String> stateIds(String pattern) {
@@ -76,7 +81,7 @@ public final class StateStore {
                 + deployment.readClause(), rs -> rs.getString(1));
     }
 
-    /** Under this bridge's lock on the id, a plain INSERT with its version (see above); else as {@link #setAll}. */
+    /** Under this bridge's lock on the id, with the version it knows (see above); else as {@link #setAll}. */
     public void set(StoredState state) {
         String id = state.stateId();
         String token = lock.heldToken(id);
@@ -85,48 +90,49 @@ public final class StateStore {
             return;
         }
         Known last = known.remove(id);
-        long newest = last != null && last.token.equals(token) ? last.versionMillis : newestVersion(id);
+        long newest = last != null && last.token.equals(token) ? last.versionMillis : newestVersion(List.of(id));
         long version = Math.max(clock.nowMillis(), newest + 1);
-        ch.execute("INSERT INTO " + tables.state + " (state_id, partial_state, completed_state, updated_at) "
-                + deduplicated(false) + " VALUES " + tuple(state, version / 1000 + "." + String.format("%03d", version % 1000)));
+        insert(List.of(state), version);
         known.put(id, new Known(token, version));
     }
 
-    private long newestVersion(String stateId) {
-        return ch.queryOne("SELECT toUnixTimestamp64Milli(max(updated_at)) FROM " + tables.state
-                + " WHERE state_id = " + Sql.literal(stateId) + deployment.readClause(), rs -> rs.getLong(1));
-    }
-
-    /** Writes all states in one INSERT; for an id given twice the last one counts. */
+    /** Writes all states in one INSERT, with one version above the newest stored one of any of their ids. */
     public int setAll(Collection<StoredState> states) {
         Map<String, StoredState> byId = new LinkedHashMap<>();
-        states.forEach(s -> byId.put(s.stateId(), s));
+        states.forEach(s -> byId.put(s.stateId(), s)); // for an id given twice the last one counts
         if (byId.isEmpty()) {
             return 0;
         }
         known.keySet().removeAll(byId.keySet());
-        String rows = byId.values().stream().map(s -> tuple(s, null)).collect(Collectors.joining(", "));
-        String ids = byId.keySet().stream().map(Sql::literal).collect(Collectors.joining(", "));
-        // One version for the whole batch, above the newest stored version of any of its ids: a scalar subquery is
-        // cheaper for the server than joining per id, and just as good for "the last write wins".
-        ch.execute("INSERT INTO " + tables.state + " (state_id, partial_state, completed_state, updated_at) "
-                + "SELECT state_id, partial_state, completed_state, greatest(now64(3), (SELECT max(updated_at) FROM "
-                + tables.state + " WHERE state_id IN (" + ids + ")) + toIntervalMillisecond(1)) "
-                + "FROM values('state_id String, partial_state Nullable(String), completed_state Nullable(String)', " + rows + ") "
-                + deduplicated(true));
+        insert(byId.values(), Math.max(clock.nowMillis(), newestVersion(byId.keySet()) + 1));
         return byId.size();
     }
 
-    /** A state as a row of literals; {@code version} (seconds with 3 decimals) last unless null. */
-    private String tuple(StoredState s, String version) {
-        return "(" + Sql.literal(s.stateId()) + ", " + Sql.nullableLiteral(text(s.partial())) + ", "
-                + Sql.nullableLiteral(text(s.completed())) + (version == null ? "" : ", " + version) + ")";
+    /** The newest version stored for any of the ids, in milliseconds; 0 if none. */
+    private long newestVersion(Collection<String> stateIds) {
+        String ids = stateIds.stream().map(Sql::literal).collect(Collectors.joining(", "));
+        Long newest = ch.queryOne("SELECT toUnixTimestamp64Milli(max(updated_at)) FROM " + tables.state
+                + " WHERE state_id IN (" + ids + ")" + deployment.readClause(), rs -> rs.getLong(1));
+        return newest == null ? 0 : newest;
     }
 
-    /** An INSERT's settings; {@code readsToo}: it reads the newest version of the ids it writes. */
-    private String deduplicated(boolean readsToo) {
-        return "SETTINGS async_insert = 0, insert_deduplicate = 1, insert_deduplication_token = "
-                + Sql.literal(UUID.randomUUID().toString()) + deployment.insertSettings(readsToo);
+    /**
+     * The states as data (RowBinary), not SQL. A fresh deduplication token: a request the driver re-sends is dropped
+     * as a duplicate, while an A → B → A rewrite is not.
+     */
+    private void insert(Collection<StoredState> states, long versionMillis) {
+        Map<String, String> settings = new LinkedHashMap<>(deployment.insertSettings());
+        settings.put("async_insert", "0");
+        settings.put("insert_deduplicate", "1");
+        settings.put("insert_deduplication_token", UUID.randomUUID().toString());
+        ch.insert(tables.state, COLUMNS, settings, out -> {
+            for (StoredState s : states) {
+                RowBinary.string(out, s.stateId());
+                RowBinary.nullableBytes(out, s.partial().stored());
+                RowBinary.nullableBytes(out, s.completed().stored());
+                RowBinary.dateTime64Millis(out, versionMillis);
+            }
+        });
     }
 
     public void delete(String stateId) {
@@ -147,39 +153,22 @@ public final class StateStore {
         return pattern == null || pattern.equals("*") ? "" : " WHERE state_id LIKE " + Sql.likePattern(pattern);
     }
 
-    private StoredState row(ResultSet rs) throws SQLException {
-        String id = rs.getString(1);
-        return new StoredState(id, object(id, rs.getString(2)), object(id, rs.getString(3)));
+    private StoredState row(InputStream in) throws IOException {
+        String id = RowBinary.readString(in);
+        return new StoredState(id, part(id, RowBinary.readNullableBytes(in)), part(id, RowBinary.readNullableBytes(in)));
     }
 
-    /** The stored form of a part: NULL for an empty one, as the upstream add-on stores it. */
-    private String text(ObjectNode part) {
-        if (part == null || part.isEmpty()) {
-            return null;
-        }
+    private StatePart part(String stateId, byte[] stored) {
+        StatePart part;
         try {
-            return json.writeValueAsString(part);
-        } catch (JsonProcessingException e) {
-            throw new IllegalStateException(e);
+            part = StatePart.ofStored(stored, json.getFactory());
+        } catch (IOException e) {
+            part = null;
         }
-    }
-
-    private ObjectNode object(String stateId, String stored) {
-        if (stored == null || stored.isEmpty()) {
-            return json.createObjectNode();
+        if (part == null) {
+            throw new BridgeException(ErrorCode.CLICKHOUSE, "The stored state of '" + stateId + "' in " + tables.schema
+                    + " is not a JSON object; fix or delete that row (meltano state clear '" + stateId + "').");
         }
-        try {
-            JsonNode node = json.readTree(stored);
-            if (node.isObject()) {
-                return (ObjectNode) node;
-            }
-            if (node.isNull()) {
-                return json.createObjectNode();
-            }
-        } catch (JsonProcessingException e) {
-            // reported below
-        }
-        throw new BridgeException(ErrorCode.CLICKHOUSE, "The stored state of '" + stateId + "' in " + tables.schema
-                + " is not a JSON object; fix or delete that row (meltano state clear '" + stateId + "').");
+        return part;
     }
 }

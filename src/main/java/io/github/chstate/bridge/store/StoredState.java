@@ -1,11 +1,15 @@
 package io.github.chstate.bridge.store;
 
 import com.fasterxml.jackson.annotation.JsonProperty;
-import com.fasterxml.jackson.databind.node.ObjectNode;
 
-/** One state id's state: both parts are JSON objects, empty when unset (never null). */
+/** One state id's state; a part missing from a request is empty. */
 public record StoredState(
         @JsonProperty("state_id") String stateId,
-        @JsonProperty("partial") ObjectNode partial,
-        @JsonProperty("completed") ObjectNode completed) {
+        @JsonProperty("partial") StatePart partial,
+        @JsonProperty("completed") StatePart completed) {
+
+    public StoredState {
+        partial = partial == null ? StatePart.EMPTY : partial;
+        completed = completed == null ? StatePart.EMPTY : completed;
+    }
 }

@@ -3,6 +3,7 @@ package io.github.chstate.bridge.it;
 import com.fasterxml.jackson.databind.ObjectMapper;
 import io.github.chstate.bridge.protocol.Json;
 import io.github.chstate.bridge.protocol.BridgeService;
+import io.github.chstate.bridge.store.StatePart;
 import io.github.chstate.bridge.store.StoredState;
 
 import java.sql.Connection;
@@ -42,8 +43,8 @@ public final class LockStressWorker {
                 String token = bridge.acquireLock(args[0], 0.05);
                 long enter = System.nanoTime();
                 StoredState counter = bridge.get(args[0]); // Meltano's update: get, merge, set, all under the lock
-                int count = counter == null ? 0 : counter.completed().path("count").asInt();
-                bridge.set(args[0], null, json.createObjectNode().put("count", count + 1));
+                int count = counter == null ? 0 : json.readTree(counter.completed().text()).path("count").asInt();
+                bridge.set(args[0], null, StatePart.of("{\"count\":" + (count + 1) + "}"));
                 if (jdbc != null) {
                     increment(jdbc, shared);
                 }

@@ -17,8 +17,13 @@ class DispatcherTest {
     private final Dispatcher dispatcher = new Dispatcher(json, new BridgeService(json));
 
     private JsonNode call(String message) throws Exception {
-        byte[] out = dispatcher.handle(message.getBytes(StandardCharsets.UTF_8));
-        return out.length == 0 ? null : json.readTree(out);
+        JsonNode response = dispatcher.handle(message.getBytes(StandardCharsets.UTF_8));
+        if (response == null) {
+            return null;
+        }
+        java.io.ByteArrayOutputStream out = new java.io.ByteArrayOutputStream();
+        dispatcher.write(response, out);
+        return json.readTree(out.toByteArray());
     }
 
     private static void assertError(JsonNode response, ErrorCode code) {

@@ -37,9 +37,12 @@ class StdioServerTest {
     }
 
     private FlushRecorder serve(String input, BridgeService service) throws IOException {
+        return serve(new ByteArrayInputStream(input.getBytes(StandardCharsets.UTF_8)), service, Long.MAX_VALUE);
+    }
+
+    private FlushRecorder serve(InputStream in, BridgeService service, long maxMessageBytes) throws IOException {
         FlushRecorder out = new FlushRecorder();
-        new StdioServer(new ByteArrayInputStream(input.getBytes(StandardCharsets.UTF_8)), out,
-                new Dispatcher(json, service), service::shutdownRequested).run();
+        new StdioServer(in, out, new Dispatcher(json, service), service::shutdownRequested, maxMessageBytes).run();
         return out;
     }
 
@@ -73,12 +76,26 @@ class StdioServerTest {
                 return super.read(b, off, Math.min(len, 7)); // as a pipe may deliver it
             }
         };
-        FlushRecorder out = new FlushRecorder();
-        BridgeService service = new BridgeService(json);
-        new StdioServer(trickle, out, new Dispatcher(json, service), service::shutdownRequested).run();
+        FlushRecorder out = serve(trickle, new BridgeService(json), Long.MAX_VALUE);
         assertEquals(2, out.flushed.size());
         assertEquals(big, json.readTree(out.flushed.get(0)).get("id").asText());
         assertEquals(2, json.readTree(out.flushed.get(1)).get("id").asInt());
+    }
+
+    @Test
+    void aLineOverTheLimitIsRefusedWithoutBeingKeptAndTheNextIsServed() throws Exception {
+        String big = "{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"set\",\"params\":{\"state_id\":\"x\",\"completed\":{\"s\":\""
+                + "x".repeat(3 << 20) + "\"}}}\n";
+        String input = big + "{\"jsonrpc\":\"2.0\",\"id\":2,\"method\":\"ping\"}\n" + big; // the last one at the end of input
+        FlushRecorder out = serve(new ByteArrayInputStream(input.getBytes(StandardCharsets.UTF_8)), new BridgeService(json), 2 << 20);
+        assertEquals(3, out.flushed.size());
+        for (int i : new int[] {0, 2}) {
+            JsonNode refused = json.readTree(out.flushed.get(i));
+            assertEquals(-32600, refused.at("/error/code").asInt(), refused.toString());
+            assertTrue(refused.at("/error/message").asText().contains("larger than this bridge takes: 2 MB"), refused.toString());
+            assertTrue(refused.at("/error/message").asText().contains("CLICKHOUSE_STATE_BRIDGE_JAVA_OPTS=-Xmx"), refused.toString());
+        }
+        assertEquals("pong", json.readTree(out.flushed.get(1)).get("result").asText());
     }
 
     @Test

@@ -67,11 +67,10 @@ class TablesTest {
         assertEquals(Deployment.REPLICATED, Deployment.ofEngine("ReplicatedReplacingMergeTree"));
         assertEquals(Deployment.SINGLE_NODE, Deployment.ofEngine("ReplacingMergeTree"));
         assertEquals("", Deployment.SINGLE_NODE.readClause());
-        assertEquals("", Deployment.SINGLE_NODE.insertSettings(true));
+        assertEquals(Map.of(), Deployment.SINGLE_NODE.insertSettings());
         assertEquals(" SETTINGS select_sequential_consistency = 1", Deployment.SHARED.readClause());
-        assertEquals("", Deployment.SHARED.insertSettings(false));
+        assertEquals(Map.of(), Deployment.SHARED.insertSettings());
         assertEquals(" SETTINGS select_sequential_consistency = 1", Deployment.REPLICATED.readClause());
-        assertEquals(", insert_quorum = 'auto', insert_quorum_parallel = 0, select_sequential_consistency = 1",
-                Deployment.REPLICATED.insertSettings(true));
+        assertEquals(Map.of("insert_quorum", "auto", "insert_quorum_parallel", "0"), Deployment.REPLICATED.insertSettings());
     }
 }
