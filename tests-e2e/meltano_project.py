@@ -26,6 +26,8 @@ plugins:
     - name: path
     - name: state_every
       kind: integer
+    - name: record_delay_ms
+      kind: integer
     config:
       path: {root}/rows.csv
   loaders:

@@ -363,3 +363,91 @@ def test_zookeeper_down_during_updates_gives_clear_errors_and_keeps_the_state(tm
         m.close()
         server.stop()
         zookeeper.stop()
+
+
+def _every_method(m: ClickhouseStateStoreManager, n: int) -> None:
+    """Each method once, on ids of round n; checks what each answers."""
+    m.set(MeltanoState(f"f:{n}", {}, {"n": n}))
+    assert m.get(f"f:{n}").completed_state == {"n": n}
+    assert f"f:{n}" in m.get_state_ids("f:*")
+    assert [s.completed_state for s in m.get_all(f"f:{n}")] == [{"n": n}]
+    assert m.set_all([MeltanoState(f"g:{n}", {"p": n}, {})]) == 1
+    with m.acquire_lock(f"f:{n}", retry_seconds=0.1):
+        m.set(MeltanoState(f"f:{n}", {}, {"n": n, "locked": True}))
+    m.delete(f"g:{n}")
+    assert m.get(f"g:{n}") is None
+
+
+@pytest.mark.parametrize("fault", [{"fail_next": 3, "fail_code": 210}, {"fail_next": 3, "fail_code": 242},
+                                   {"fail_next": 2, "fail_code": 999}, {"drop_next": 3}])
+def test_passing_failures_under_every_method_are_absorbed_and_past_the_budget_fail_clearly(local_clickhouse, schema,
+                                                                                          fault, caplog):
+    local_clickhouse.start()
+    uri = Endpoint(local_clickhouse.url_with_credentials).state_uri()
+    with ClickhouseStateStoreManager(uri=uri, schema=schema, retry_budget_seconds=5, lock_timeout_seconds=5) as m:
+        _every_method(m, 0)
+        with caplog.at_level(logging.WARNING, logger="meltano_state_backend_clickhouse.bridge"):
+            for n, method in enumerate(["set", "get", "get_state_ids", "get_all", "set_all", "acquire_lock",
+                                        "release_lock", "delete"], start=1):
+                # The faults hit the first statements of this round's calls, whichever they are.
+                local_clickhouse.faults(**fault)
+                _every_method(m, n)
+        assert caplog.text.count("trying again") >= 8 * max(fault.get("fail_next", 0), fault.get("drop_next", 0))
+        local_clickhouse.faults(fail_next=10_000, fail_code=fault.get("fail_code", 210))
+        with pytest.raises(ClickHouseStateBackendError, match=r"Tried \d+ times in \d+ s \(retry_budget_seconds\)"):
+            m.set(MeltanoState("f:1", {}, {"lost": True}))
+        local_clickhouse.faults(fail_next=0, drop_next=0)
+        assert m.get("f:1").completed_state == {"n": 1, "locked": True}  # nothing lost or mixed
+
+
+def test_a_failure_that_does_not_pass_is_not_retried(local_clickhouse, schema):
+    local_clickhouse.start()
+    uri = Endpoint(local_clickhouse.url_with_credentials).state_uri()
+    with ClickhouseStateStoreManager(uri=uri, schema=schema, retry_budget_seconds=60) as m:
+        m.set(MeltanoState("n", {}, {"n": 1}))
+        local_clickhouse.faults(fail_next=1, fail_code=159 + 1)  # 160: TOO_SLOW, a query's own problem
+        started = time.monotonic()
+        with pytest.raises(ClickHouseStateBackendError, match="Code: 160") as error:
+            m.get("n")
+        assert time.monotonic() - started < 5 and "Tried" not in str(error.value)
+        assert m.get("n").completed_state == {"n": 1}
+
+
+def test_a_bridge_killed_during_eight_threads_of_updates(clickhouse, schema, caplog):
+    """Meltano's update (lock, get, merge, set) from 8 threads, each counting on its own id; the bridge is SIGKILLed
+    midway. Every update either succeeded or raised our clear error, and each counter holds exactly its successes."""
+    m = ClickhouseStateStoreManager(uri=clickhouse.state_uri(), schema=schema, lock_timeout_seconds=2,
+                                    lock_wait_seconds=30)
+    successes, failures, unexpected = [0] * 8, [], []
+    stop = threading.Event()
+
+    def worker(n):
+        while not stop.is_set():
+            try:
+                with m.acquire_lock(f"kill:{n}", retry_seconds=0.1):
+                    current = m.get(f"kill:{n}")
+                    count = current.completed_state["count"] if current else 0
+                    m.set(MeltanoState(f"kill:{n}", {}, {"count": count + 1}))
+                successes[n] += 1
+            except (ClickHouseStateBackendError, StateIDLockedError) as error:
+                failures.append(str(error))
+            except Exception as error:  # noqa: BLE001 - anything else fails the test
+                unexpected.append(repr(error))
+
+    with caplog.at_level(logging.WARNING, logger="meltano_state_backend_clickhouse.bridge"):
+        threads = [threading.Thread(target=worker, args=(n,)) for n in range(8)]
+        for thread in threads:
+            thread.start()
+        time.sleep(2)
+        os.kill(bridge_pid(m), signal.SIGKILL)
+        time.sleep(8)
+        stop.set()
+        for thread in threads:
+            thread.join(timeout=120)
+    assert unexpected == []
+    assert all("The ClickHouse state bridge" in f and "acquire_lock" in f for f in failures), failures
+    assert "Sending" in caplog.text or "stale" in caplog.text  # at least one call was in flight at the kill
+    for n in range(8):
+        assert successes[n] > 0
+        assert m.get(f"kill:{n}").completed_state == {"count": successes[n]}
+    m.close()

@@ -5,6 +5,7 @@ import atexit
 import typing as t
 from contextlib import contextmanager
 
+from meltano.core.error import MeltanoError
 from meltano.core.state_store.base import (
     MeltanoState,
     MissingStateBackendSettingsError,
@@ -13,7 +14,8 @@ from meltano.core.state_store.base import (
 )
 
 from . import client, settings
-from .client import BridgeError, SharedBridge
+from .client import BridgeDiedError, BridgeError, SharedBridge
+from .process import BridgeStartError, logger
 
 if t.TYPE_CHECKING:
     from collections.abc import Iterable, Iterator
@@ -21,19 +23,37 @@ if t.TYPE_CHECKING:
 # No bridge outlives the interpreter, whether or not Meltano called close().
 atexit.register(SharedBridge.stop_all)
 
+_FAILURES = (BridgeError, BridgeDiedError, BridgeStartError)
+
 # The constructor kwargs Meltano passes for our `state_backend.clickhouse.<key>` settings.
 SETTING_KEYS = tuple(definition.name.rsplit(".", 1)[1] for definition in settings.ALL)
 
 
-class ClickHouseStateBackendError(Exception):
-    """A state backend call failed; the message says why and what to do."""
+class ClickHouseStateBackendError(MeltanoError):
+    """A state backend call failed; the message says why and what to do. A MeltanoError, so that the Meltano CLI
+    prints just the message, without a traceback."""
+
+    def __init__(self, message: str):
+        super().__init__(message)
+
+    def __str__(self) -> str:
+        return str(self.reason)
 
 
-def _translate(error: BridgeError) -> Exception:
-    if error.code == client.MISSING_SETTING:
-        return MissingStateBackendSettingsError(str(error))
-    if error.code == client.LOCK_NOT_ACQUIRED:
-        return StateIDLockedError(str(error))
+class MissingSettingError(MissingStateBackendSettingsError, ClickHouseStateBackendError):
+    """Meltano's error for a missing setting, printed as ours."""
+
+
+class LockedError(StateIDLockedError, ClickHouseStateBackendError):
+    """Meltano's error for a state id locked by another process, printed as ours."""
+
+
+def _translate(error: Exception) -> Exception:
+    logger.debug("The ClickHouse state backend failed", exc_info=error)  # `meltano --log-level=debug` shows it
+    if isinstance(error, BridgeError) and error.code == client.MISSING_SETTING:
+        return MissingSettingError(str(error))
+    if isinstance(error, BridgeError) and error.code == client.LOCK_NOT_ACQUIRED:
+        return LockedError(str(error))
     return ClickHouseStateBackendError(str(error))
 
 
@@ -62,16 +82,11 @@ class ClickhouseStateStoreManager(StateStoreManager):
                          **{k: v for k, v in given.items() if v is not None}}
         try:
             self._bridge: SharedBridge | None = SharedBridge.acquire(self.settings)
-        except BridgeError as error:
+        except _FAILURES as error:
             raise _translate(error) from None
 
     def _call(self, method: str, params: dict | None = None) -> t.Any:
-        if self._bridge is None:
-            raise ClickHouseStateBackendError("This ClickHouse state store manager was closed.")
-        try:
-            return self._bridge.call(method, params)
-        except BridgeError as error:
-            raise _translate(error) from None
+        return self._call_with_bridge(method, params)[0]
 
     def close(self) -> None:
         if self._bridge is not None:
@@ -106,8 +121,21 @@ class ClickhouseStateStoreManager(StateStoreManager):
 
     @contextmanager
     def acquire_lock(self, state_id: str, *, retry_seconds: float = 1) -> Iterator[None]:
-        token = self._call("acquire_lock", {"state_id": state_id, "retry_seconds": retry_seconds})
+        token, bridge = self._call_with_bridge("acquire_lock", {"state_id": state_id, "retry_seconds": retry_seconds})
         try:
             yield
         finally:
-            self._call("release_lock", {"token": token})
+            if self._bridge is not None and not self._bridge.still_serves(bridge):
+                logger.warning("The bridge that took the lock on state id '%s' has died; the lock goes stale after "
+                               "lock_timeout_seconds (%s s).", state_id, self.settings["lock_timeout_seconds"])
+            else:
+                self._call("release_lock", {"token": token})
+
+    def _call_with_bridge(self, method: str, params: dict | None = None) -> tuple[t.Any, object]:
+        """The result, and which bridge answered."""
+        if self._bridge is None:
+            raise ClickHouseStateBackendError("This ClickHouse state store manager was closed.")
+        try:
+            return self._bridge.call_with_client(method, params)
+        except _FAILURES as error:
+            raise _translate(error) from None

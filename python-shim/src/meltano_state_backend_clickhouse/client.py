@@ -13,6 +13,11 @@ from .process import BridgeProcess, logger
 # The protocol's error codes (README.md, "Protocol") that Meltano has exceptions of its own for.
 LOCK_NOT_ACQUIRED = -32004
 MISSING_SETTING = -32007
+# Calls that are sent again to a new bridge when the one answering died: sending one twice leaves the same state.
+# Not acquire_lock (the dead bridge may have taken the lock, which then has to go stale first) nor release_lock
+# (the lock of a dead bridge goes stale by itself).
+IDEMPOTENT = frozenset({"ping", "initialize", "migrate", "get", "set", "delete", "get_state_ids", "get_all", "set_all",
+                        "clear_all"})
 
 
 def encode(message: dict) -> bytes:
@@ -138,7 +143,29 @@ class SharedBridge:
         self.stop()
 
     def call(self, method: str, params: dict | None = None) -> t.Any:
-        return self._ensure_running().call(method, params)
+        return self.call_with_client(method, params)[0]
+
+    def call_with_client(self, method: str, params: dict | None = None) -> tuple[t.Any, JsonRpcClient]:
+        """The result, and the bridge that answered. A call the bridge died in is sent again to a new bridge if it is
+        IDEMPOTENT; otherwise the error says that it was not."""
+        client = self._ensure_running()
+        try:
+            return client.call(method, params), client
+        except BridgeDiedError as died:
+            if method == "release_lock":  # what the lock guarded is done; the dead bridge's lock goes stale
+                logger.warning("%s Its lock goes stale after lock_timeout_seconds.", died)
+                return None, client
+            if method not in IDEMPOTENT:
+                raise BridgeDiedError(f"{died} '{method}' was not sent again: " + (
+                    "the lock the bridge may have taken goes stale after lock_timeout_seconds; run again."
+                    if method == "acquire_lock" else "it is not safe to send twice.")) from None
+            logger.warning("%s Sending '%s' again, to a new bridge.", died, method)
+        client = self._ensure_running()
+        return client.call(method, params), client
+
+    def still_serves(self, client: JsonRpcClient) -> bool:
+        """Whether that bridge is still the running one (it did not die since it answered)."""
+        return self._client is client and client.process.exit_code() is None
 
     def _ensure_running(self) -> JsonRpcClient:
         with self._lock:

@@ -26,5 +26,9 @@ LOCK = _setting("lock", "Lock", "How state ids are locked: auto (default: keeper
                         {"label": "claims", "value": "claims"}])
 LOCK_WAIT_SECONDS = _setting("lock_wait_seconds", "Lock wait", "Seconds to wait for a state id's lock before failing (default 30)", SettingKind.INTEGER)
 
+RETRY_BUDGET_SECONDS = _setting("retry_budget_seconds", "Retry budget", "Seconds a statement that failed for a "
+                                "passing reason (network, restart, busy server) is tried again (default 60; 0: never)",
+                                SettingKind.INTEGER)
+
 ALL = [HOST, PORT, DATABASE, USER, PASSWORD, SECURE, SCHEMA, TABLE, CA_CERT, CONNECT_TIMEOUT_SECONDS,
-       QUERY_TIMEOUT_SECONDS, LOCK_WAIT_SECONDS, CLUSTER, LOCK]
+       QUERY_TIMEOUT_SECONDS, LOCK_WAIT_SECONDS, CLUSTER, LOCK, RETRY_BUDGET_SECONDS]

@@ -1,8 +1,10 @@
 """A tap for tests: the CSV at `path` (columns id,name) is stream `rows`, replicated incrementally by `id`.
 
-`state_every` makes it emit a STATE message after every that many records (the SDK's default is 10,000).
+`state_every` makes it emit a STATE message after every that many records (the SDK's default is 10,000);
+`record_delay_ms` makes it wait that long before each record, for runs that last.
 """
 import csv
+import time
 
 from singer_sdk import Stream, Tap
 from singer_sdk import typing as th
@@ -21,10 +23,12 @@ class Rows(Stream):
 
     def get_records(self, context):
         start = self.get_starting_replication_key_value(context)
+        delay = self.config.get("record_delay_ms", 0) / 1000
         with open(self.config["path"], newline="") as f:
             for row in csv.DictReader(f):
                 record = {"id": int(row["id"]), "name": row["name"]}
                 if start is None or record["id"] > start:
+                    time.sleep(delay)
                     yield record
 
 
@@ -33,6 +37,7 @@ class TapCsvLite(Tap):
     config_jsonschema = th.PropertiesList(
         th.Property("path", th.StringType, required=True),
         th.Property("state_every", th.IntegerType),
+        th.Property("record_delay_ms", th.IntegerType),
     ).to_dict()
 
     def discover_streams(self):

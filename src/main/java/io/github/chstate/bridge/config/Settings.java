@@ -11,6 +11,7 @@ import java.time.Duration;
  * @param lockWait     how long acquire_lock keeps trying before it gives up
  * @param cluster      the cluster for {@code ON CLUSTER} DDL and Replicated engines, or null for a single node
  * @param lock         which lock guards each state id's updates
+ * @param retryBudget  how long a statement that failed for a passing reason is tried again (0: never)
  */
 public record Settings(
         String host,
@@ -28,7 +29,8 @@ public record Settings(
         Duration lockRetry,
         Duration lockWait,
         String cluster,
-        LockKind lock) {
+        LockKind lock,
+        Duration retryBudget) {
 
     /** The {@code lock} setting. */
     public enum LockKind {
@@ -42,7 +44,7 @@ public record Settings(
 
     public Settings withLock(LockKind kind) {
         return new Settings(host, port, database, user, password, secure, caCert, schema, table, connectTimeout,
-                queryTimeout, lockTimeout, lockRetry, lockWait, cluster, kind);
+                queryTimeout, lockTimeout, lockRetry, lockWait, cluster, kind, retryBudget);
     }
 
     /** The JDBC URL, without credentials. */

@@ -21,7 +21,7 @@ public final class SettingsParser {
     public static final Set<String> KEYS = Set.of(
             "uri", "host", "port", "database", "user", "password", "secure", "ca_cert", "schema", "table",
             "connect_timeout_seconds", "query_timeout_seconds",
-            "lock_timeout_seconds", "lock_retry_seconds", "lock_wait_seconds", "cluster", "lock");
+            "lock_timeout_seconds", "lock_retry_seconds", "lock_wait_seconds", "cluster", "lock", "retry_budget_seconds");
 
     private static final Pattern NAME = Pattern.compile("[A-Za-z_][A-Za-z0-9_]*");
 
@@ -55,7 +55,8 @@ public final class SettingsParser {
                 v.seconds("lock_retry_seconds", 1),
                 v.seconds("lock_wait_seconds", 30),
                 v.string("cluster", null),
-                v.choice("lock", Settings.LockKind.AUTO));
+                v.choice("lock", Settings.LockKind.AUTO),
+                v.seconds("retry_budget_seconds", 60, true));
     }
 
     static BridgeException bad(String key, String problem) {
@@ -103,6 +104,13 @@ public final class SettingsParser {
             if (uri.getHost() != null) {
                 fill("host", uri.getHost().replaceAll("^\\[|]$", ""));
             } else if (uri.getRawAuthority() != null) {
+                // java.net.URI reads host:port only when both are valid; say which part is not
+                String hostPort = uri.getRawAuthority().substring(uri.getRawAuthority().lastIndexOf('@') + 1);
+                String port = hostPort.substring(hostPort.lastIndexOf(':') + 1);
+                if (hostPort.contains(":") && !hostPort.endsWith("]") && !port.matches("\\d*")) {
+                    throw bad("uri", "has a port that is not a number: '" + port
+                            + "' (expected clickhouse://user:password@host:8123/database)");
+                }
                 throw bad("uri", "has no valid host (expected clickhouse://user:password@host:8123/database)");
             }
             if (uri.getPort() >= 0) {
@@ -190,6 +198,10 @@ public final class SettingsParser {
         }
 
         Duration seconds(String key, double fallback) {
+            return seconds(key, fallback, false);
+        }
+
+        Duration seconds(String key, double fallback, boolean zeroAllowed) {
             Object val = values.get(key);
             double s;
             try {
@@ -197,8 +209,8 @@ public final class SettingsParser {
             } catch (NumberFormatException e) {
                 throw bad(key, "must be a number of seconds, got '" + val + "'");
             }
-            if (!(s > 0) || s > 86_400) {
-                throw bad(key, "must be more than 0 and at most 86400 seconds, got " + val);
+            if (!(s > 0 || zeroAllowed && s == 0) || s > 86_400) {
+                throw bad(key, "must be " + (zeroAllowed ? "0 or more" : "more than 0") + " and at most 86400 seconds, got " + val);
             }
             return Duration.ofMillis(Math.round(s * 1000));
         }

@@ -63,9 +63,11 @@ public final class ClickHouse implements AutoCloseable {
 
     private final HikariDataSource pool;
     private final Settings settings;
+    private final Retry retry;
 
     public ClickHouse(Settings settings) {
         this.settings = settings;
+        this.retry = new Retry(settings.retryBudget(), endpoint());
         HikariConfig config = new HikariConfig();
         config.setPoolName("clickhouse-state");
         config.setDriverClassName("com.clickhouse.jdbc.Driver");
@@ -78,6 +80,8 @@ public final class ClickHouse implements AutoCloseable {
         config.setInitializationFailTimeout(settings.connectTimeout().toMillis());
         config.addDataSourceProperty("connection_timeout", settings.connectTimeout().toMillis());
         config.addDataSourceProperty("socket_timeout", settings.queryTimeout().toMillis());
+        // Retry is ours alone, one policy for every statement: the driver would re-send some failures itself.
+        config.addDataSourceProperty("retry", "0");
         // Reads must see every completed write: never let the server buffer our inserts.
         config.addDataSourceProperty("clickhouse_setting_async_insert", "0");
         // A version read lists every id of a set_all (meltano state copy/move of many ids); the default limit is 256 KiB.
@@ -108,12 +112,33 @@ public final class ClickHouse implements AutoCloseable {
 
     /** Runs a statement that returns no rows. */
     public void execute(String sql) {
-        try (Connection c = pool.getConnection(); Statement st = c.createStatement()) {
-            st.setEscapeProcessing(false); // as in run
-            st.execute(sql);
-        } catch (SQLException | RuntimeException e) {
-            throw translate(e);
-        }
+        call(() -> {
+            try (Connection c = pool.getConnection(); Statement st = c.createStatement()) {
+                st.setEscapeProcessing(false); // our SQL has no JDBC escapes, and literals may hold braces
+                st.execute(sql);
+                return null;
+            }
+        });
+    }
+
+    public <T> List<T> query(String sql, Row<T> row) {
+        return call(() -> {
+            try (Connection c = pool.getConnection(); Statement st = c.createStatement()) {
+                st.setEscapeProcessing(false);
+                try (ResultSet rs = st.executeQuery(sql)) {
+                    List<T> out = new ArrayList<>();
+                    while (rs.next()) {
+                        out.add(row.read(rs));
+                    }
+                    return out;
+                }
+            }
+        });
+    }
+
+    public <T> T queryOne(String sql, Row<T> row) {
+        List<T> rows = query(sql, row);
+        return rows.isEmpty() ? null : rows.get(0);
     }
 
     /**
@@ -123,65 +148,41 @@ public final class ClickHouse implements AutoCloseable {
     public void insert(String table, List<String> columns, Map<String, String> settings, Rows rows) {
         InsertSettings insert = new InsertSettings();
         settings.forEach(insert::serverSetting);
-        try (Connection c = pool.getConnection()) {
-            Client client = c.unwrap(ConnectionImpl.class).getClient();
-            client.insert(table, columns, rows::write, ClickHouseFormat.RowBinary, insert).get().close();
-        } catch (ExecutionException e) {
-            throw translate(e.getCause());
-        } catch (InterruptedException e) {
-            Thread.currentThread().interrupt();
-            throw translate(e);
-        } catch (SQLException | RuntimeException e) {
-            throw translate(e);
-        }
+        call(() -> {
+            try (Connection c = pool.getConnection()) {
+                Client client = c.unwrap(ConnectionImpl.class).getClient();
+                client.insert(table, columns, rows::write, ClickHouseFormat.RowBinary, insert).get().close();
+                return null;
+            }
+        });
     }
 
     /** Runs a query whose rows come back as RowBinary data, read by {@code row}; see {@link #insert}. */
     public <T> List<T> queryRowBinary(String sql, BinaryRow<T> row) {
         QuerySettings query = new QuerySettings().setFormat(ClickHouseFormat.RowBinary);
-        try (Connection c = pool.getConnection();
-             QueryResponse response = c.unwrap(ConnectionImpl.class).getClient().query(sql, query).get();
-             PushbackInputStream in = new PushbackInputStream(response.getInputStream())) {
-            List<T> rows = new ArrayList<>();
-            for (int next = in.read(); next >= 0; next = in.read()) {
-                in.unread(next);
-                rows.add(row.read(in));
-            }
-            return rows;
-        } catch (ExecutionException e) {
-            throw translate(e.getCause());
-        } catch (InterruptedException e) {
-            Thread.currentThread().interrupt();
-            throw translate(e);
-        } catch (Exception e) {
-            throw translate(e);
-        }
-    }
-
-    public <T> List<T> query(String sql, Row<T> row) {
-        try {
-            return run(sql, row);
-        } catch (SQLException | RuntimeException e) {
-            throw translate(e);
-        }
-    }
-
-    private <T> List<T> run(String sql, Row<T> row) throws SQLException {
-        try (Connection c = pool.getConnection(); Statement st = c.createStatement()) {
-            st.setEscapeProcessing(false); // our SQL has no JDBC escapes, and literals may hold braces
-            try (ResultSet rs = st.executeQuery(sql)) {
-                List<T> out = new ArrayList<>();
-                while (rs.next()) {
-                    out.add(row.read(rs));
+        return call(() -> {
+            try (Connection c = pool.getConnection();
+                 QueryResponse response = c.unwrap(ConnectionImpl.class).getClient().query(sql, query).get();
+                 PushbackInputStream in = new PushbackInputStream(response.getInputStream())) {
+                List<T> rows = new ArrayList<>();
+                for (int next = in.read(); next >= 0; next = in.read()) {
+                    in.unread(next);
+                    rows.add(row.read(in));
                 }
-                return out;
+                return rows;
             }
-        }
+        });
     }
 
-    public <T> T queryOne(String sql, Row<T> row) {
-        List<T> rows = query(sql, row);
-        return rows.isEmpty() ? null : rows.get(0);
+    /** Every statement goes through here: tried again per {@link Retry}, its failure translated. */
+    private <T> T call(Retry.Attempt<T> attempt) {
+        return retry.run(() -> {
+            try {
+                return attempt.run();
+            } catch (ExecutionException e) { // the driver's futures wrap what went wrong
+                throw e.getCause() instanceof Exception cause ? cause : e;
+            }
+        }, this::translate);
     }
 
     @Override
@@ -194,9 +195,7 @@ public final class ClickHouse implements AutoCloseable {
      * exists" (a create of an existing row) or "Bad version" (the row changed between the server's read and write).
      */
     static boolean isKeeperConflict(BridgeException e) {
-        String message = String.valueOf(e.getMessage());
-        return Integer.valueOf(999).equals(serverCode(e))
-                && (message.contains("Node exists") || message.contains("Bad version"));
+        return Integer.valueOf(999).equals(serverCode(e)) && Retry.isKeeperConflict(String.valueOf(e.getMessage()));
     }
 
     /** What went wrong, in words a user can act on; the SQL itself is not repeated (it may hold state). */
@@ -204,7 +203,10 @@ public final class ClickHouse implements AutoCloseable {
         if (e instanceof BridgeException be) {
             return be;
         }
-        String endpoint = (settings.secure() ? "https" : "http") + "://" + settings.host() + ":" + settings.port();
+        if (e instanceof InterruptedException) {
+            Thread.currentThread().interrupt();
+        }
+        String endpoint = endpoint();
         Integer code = serverCode(e);
         if (code != null && AUTH_CODES.contains(code)) {
             return new BridgeException(ErrorCode.AUTHENTICATION, "ClickHouse at " + endpoint + " rejected user '"
@@ -221,6 +223,10 @@ public final class ClickHouse implements AutoCloseable {
         }
         return new BridgeException(ErrorCode.INTERNAL, "Unexpected failure talking to ClickHouse at " + endpoint
                 + ": " + rootMessage(e), e);
+    }
+
+    private String endpoint() {
+        return (settings.secure() ? "https" : "http") + "://" + settings.host() + ":" + settings.port();
     }
 
     private static Integer serverCode(Throwable e) {

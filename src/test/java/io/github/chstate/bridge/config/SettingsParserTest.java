@@ -93,6 +93,16 @@ class SettingsParserTest {
         assertTrue(rejected("uri", "postgresql://u@h/db").getMessage().contains("clickhouse://"));
         assertTrue(rejected("uri", "clickhouse://u@h/db?secure=true").getMessage().contains("state_backend.clickhouse"));
         assertTrue(rejected("uri", "clickhouse://u@h/db", "colour", "red").getMessage().contains("'colour'"));
+        assertTrue(rejected("uri", "clickhouse://u@h/db", "retry_budget_seconds", -1).getMessage().contains("0 or more"));
+        BridgeException port = rejected("uri", "clickhouse://u:pw@h:eighty/db");
+        assertTrue(port.getMessage().contains("port that is not a number: 'eighty'") && !port.getMessage().contains("pw"),
+                port.getMessage());
+    }
+
+    @Test
+    void theRetryBudgetMayBeZero() {
+        assertEquals(0, SettingsParser.parse(map("uri", "clickhouse://u@h/db", "retry_budget_seconds", 0)).retryBudget().toMillis());
+        assertEquals(60_000, SettingsParser.parse(map("uri", "clickhouse://u@h/db")).retryBudget().toMillis());
     }
 
     @Test

@@ -1,0 +1,167 @@
+package io.github.chstate.bridge.store;
+
+import com.clickhouse.client.api.ClientException;
+import com.clickhouse.client.api.ConnectionInitiationException;
+import com.clickhouse.client.api.ServerException;
+import io.github.chstate.bridge.BridgeException;
+import org.slf4j.Logger;
+import org.slf4j.LoggerFactory;
+
+import java.net.ConnectException;
+import java.net.SocketException;
+import java.net.SocketTimeoutException;
+import java.net.UnknownHostException;
+import java.sql.SQLException;
+import java.sql.SQLTransientConnectionException;
+import java.time.Duration;
+import java.util.Map;
+import java.util.function.Function;
+
+/**
+ * The one retry policy of every statement (the driver's own retries are off): a statement that failed for a passing
+ * reason — the network, a restarting, busy or recovering server — is sent again, with backoff, until
+ * {@code retry_budget_seconds} have passed since its first try; then the error goes to the caller, saying how long
+ * it was tried. A server never reached yet is not waited for: a wrong host or port fails at once.
+ *
+ * <p>Sending any of our statements twice is safe, which is what makes this possible. Reads change nothing. A state
+ * INSERT carries a deduplication token, the same on every try, so a try that did arrive makes the next a no-op. DDL is
+ * {@code IF NOT EXISTS}, DELETE and TRUNCATE are idempotent. Lock statements: a claim or release row sent twice
+ * is the same token's row twice, which counts once ({@link ClaimLock} groups by token); a keeper take-over sent twice
+ * finds its own token and changes nothing, a create sent twice fails with "Node exists", and both are followed by a
+ * read of the owner ({@link KeeperLock}). Keeper's conflicts ("Node exists", "Bad version") are answers, not
+ * failures, and are never retried.
+ */
+final class Retry {
+    /** What a statement does on one try. */
+    @FunctionalInterface
+    interface Attempt<T> {
+        T run() throws Exception;
+    }
+
+    /**
+     * ClickHouse error codes that mean "try again": the statement failed because of a passing state of the server,
+     * its network or Keeper, never because of the statement itself.
+     */
+    static final Map<Integer, String> TRANSIENT_CODES = Map.ofEntries(
+            Map.entry(3, "UNEXPECTED_END_OF_FILE: the request body was cut off on its way"),
+            Map.entry(159, "TIMEOUT_EXCEEDED: the server is overloaded"),
+            Map.entry(202, "TOO_MANY_SIMULTANEOUS_QUERIES: the server is busy"),
+            Map.entry(203, "NO_FREE_CONNECTION: the server is busy"),
+            Map.entry(209, "SOCKET_TIMEOUT: between servers"),
+            Map.entry(210, "NETWORK_ERROR: between servers"),
+            Map.entry(225, "NO_ZOOKEEPER: Keeper is not reachable right now"),
+            Map.entry(242, "TABLE_IS_READ_ONLY: the replica lost its Keeper session and is getting it back"),
+            Map.entry(252, "TOO_MANY_PARTS: inserts are throttled until merges catch up"),
+            Map.entry(285, "TOO_FEW_LIVE_REPLICAS: a quorum is not available right now"),
+            Map.entry(286, "UNSATISFIED_QUORUM_FOR_PREVIOUS_WRITE: an earlier insert still waits for its quorum"),
+            Map.entry(289, "REPLICA_IS_NOT_IN_QUORUM: this replica has not caught up yet"),
+            Map.entry(319, "UNKNOWN_STATUS_OF_INSERT: the insert may have landed; its deduplication token makes a "
+                    + "second one safe"),
+            Map.entry(999, "KEEPER_EXCEPTION: connection to Keeper lost or timed out"));
+    private static final Duration FIRST_PAUSE = Duration.ofMillis(100);
+    private static final Duration LONGEST_PAUSE = Duration.ofSeconds(5);
+    private static final Logger log = LoggerFactory.getLogger(Retry.class);
+
+    private final Duration budget;
+    private final String endpoint;
+    private volatile boolean reached;
+
+    Retry(Duration budget, String endpoint) {
+        this.budget = budget;
+        this.endpoint = endpoint;
+    }
+
+    /** Runs {@code attempt} until it succeeds or fails for good; {@code translate} turns the last failure into ours. */
+    <T> T run(Attempt<T> attempt, Function<Exception, BridgeException> translate) {
+        long start = System.nanoTime();
+        Duration pause = FIRST_PAUSE;
+        for (int tries = 1; ; tries++) {
+            try {
+                T result = attempt.run();
+                reached = true;
+                return result;
+            } catch (Exception e) {
+                String reason = transientReason(e);
+                Duration left = budget.minusNanos(System.nanoTime() - start);
+                if (reason == null || !reached && isConnectFailure(e) || left.compareTo(pause) < 0) {
+                    BridgeException failure = translate.apply(e);
+                    if (tries == 1) {
+                        throw failure;
+                    }
+                    throw new BridgeException(failure.code(), failure.getMessage() + " Tried " + tries + " times in "
+                            + (System.nanoTime() - start) / 1_000_000_000 + " s (retry_budget_seconds).", e);
+                }
+                log.warn("A statement to ClickHouse at {} failed ({}); trying again in {} ms, for up to {} s more "
+                        + "(retry_budget_seconds).", endpoint, reason, pause.toMillis(), left.toSeconds());
+                if (!sleep(pause)) {
+                    throw translate.apply(e);
+                }
+                pause = pause.multipliedBy(2).compareTo(LONGEST_PAUSE) > 0 ? LONGEST_PAUSE : pause.multipliedBy(2);
+            }
+        }
+    }
+
+    /** Why a failure is worth another try, or null when it is not. */
+    static String transientReason(Throwable e) {
+        for (Throwable t = e; t != null; t = t.getCause()) {
+            if (t instanceof UnknownHostException || t instanceof javax.net.ssl.SSLException) {
+                return null; // a wrong host name or TLS setting does not heal
+            }
+        }
+        for (Throwable t = e; t != null; t = t.getCause()) {
+            if (t instanceof BridgeException) {
+                return null; // ours: already decided
+            }
+            Integer code = t instanceof ServerException server ? (Integer) server.getCode()
+                    : t instanceof SQLException sql && sql.getErrorCode() > 0 ? (Integer) sql.getErrorCode() : null;
+            if (code != null && code > 0) {
+                if (code == 999 && isKeeperConflict(String.valueOf(t.getMessage()))) {
+                    return null;
+                }
+                return TRANSIENT_CODES.containsKey(code) ? "code " + code + ", " + TRANSIENT_CODES.get(code) : null;
+            }
+            if (t instanceof ServerException server && server.getTransportProtocolCode() >= 500) {
+                return "HTTP " + server.getTransportProtocolCode() + " without a ClickHouse error: a proxy or load balancer";
+            }
+            if (t instanceof ClientException && String.valueOf(t.getMessage()).startsWith("Unexpected result status 5")) {
+                return t.getMessage() + " (a proxy or load balancer)";
+            }
+            if (isConnectFailure(t)) {
+                return "cannot connect: " + t.getMessage();
+            }
+            if (t instanceof SocketTimeoutException || t instanceof SocketException
+                    || t.getClass().getSimpleName().equals("NoHttpResponseException")
+                    || t.getClass().getSimpleName().equals("ConnectionClosedException")) {
+                return "the connection broke: " + t.getMessage();
+            }
+        }
+        return null;
+    }
+
+    /** A failure to open a connection (refused, timed out, or a 502/503 of a proxy, which the driver reports so). */
+    private static boolean isConnectFailure(Throwable e) {
+        for (Throwable t = e; t != null; t = t.getCause()) {
+            if (t instanceof ConnectException || t instanceof ConnectionInitiationException
+                    || t instanceof SQLTransientConnectionException) {
+                return true;
+            }
+        }
+        return false;
+    }
+
+    /** Keeper's answer to a compare-and-set that lost ({@code keeper_map_strict_mode}), not a failure. */
+    static boolean isKeeperConflict(String message) {
+        return message.contains("Node exists") || message.contains("Bad version");
+    }
+
+    /** False when interrupted: then no more tries. */
+    private static boolean sleep(Duration pause) {
+        try {
+            Thread.sleep(pause.toMillis());
+            return true;
+        } catch (InterruptedException e) {
+            Thread.currentThread().interrupt();
+            return false;
+        }
+    }
+}
