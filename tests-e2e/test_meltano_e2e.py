@@ -5,6 +5,7 @@ import json
 import pathlib
 import shutil
 import subprocess
+import sys
 import time
 import urllib.parse
 import urllib.request
@@ -267,7 +268,7 @@ def test_a_run_with_the_keeper_lock_on_the_second_of_two_servers(installed_proje
     assert meltano.state()["singer_state"]["bookmarks"]["rows"]["replication_key_value"] == 3
     meltano("state", "merge", STATE_ID, '{"singer_state": {"bookmarks": {"other": {"id": 1}}}}')
     assert set(meltano.state()["singer_state"]["bookmarks"]) == {"rows", "other"}
-    lock_tables = meltano.query(f"SELECT name FROM system.tables WHERE database = '{meltano.schema}' AND name LIKE 'state_%'")
+    lock_tables = meltano.query(f"SELECT name FROM system.tables WHERE database = '{meltano.schema}' AND name IN ('state_claims', 'state_keeper_lock')")
     assert lock_tables == [{"name": "state_keeper_lock"}]
     assert meltano.query(f"SELECT state_id FROM `{meltano.schema}`.state_keeper_lock") == [{"state_id": STATE_ID}]
 
@@ -276,7 +277,7 @@ def test_the_lock_setting_is_honoured_and_checked(meltano):
     """lock: claims on a server without KeeperMap works; lock: keeper there fails and says what to configure."""
     state = '{"singer_state": {"bookmarks": {"s": {"id": 1}}}}'
     meltano("state", "set", "--force", "dev:lock", state, MELTANO_STATE_BACKEND_CLICKHOUSE_LOCK="claims")
-    assert meltano.query(f"SELECT name FROM system.tables WHERE database = '{meltano.schema}' AND name LIKE 'state_%'") \
+    assert meltano.query(f"SELECT name FROM system.tables WHERE database = '{meltano.schema}' AND name IN ('state_claims', 'state_keeper_lock')") \
         == [{"name": "state_claims"}]
     keeper = meltano("state", "merge", "dev:lock", state, ok=False, MELTANO_STATE_BACKEND_CLICKHOUSE_LOCK="keeper")
     if keeper.returncode == 0:  # a server with KeeperMap tables: then the keeper lock was used
@@ -284,3 +285,41 @@ def test_the_lock_setting_is_honoured_and_checked(meltano):
     else:
         assert "keeper_map_path_prefix" in keeper.stdout + keeper.stderr
     assert meltano.state("dev:lock") == {"singer_state": {"bookmarks": {"s": {"id": 1}}}}
+
+
+def test_history_and_restore_from_the_project_folder(meltano):
+    """Three runs, then the history and a restore of the first run's bookmark, with the settings only in the
+    project's .env and meltano.yml, as the command finds them."""
+    (meltano.root / ".env").write_text(f"MELTANO_STATE_BACKEND_URI='{meltano.clickhouse.state_uri()}'\n")
+    yml = meltano.root / "meltano.yml"
+    yml.write_text(yml.read_text() + f"state_backend:\n  clickhouse:\n    schema: {meltano.schema}\n")
+    env = meltano_project.clean_env()  # no MELTANO_* at all: the files must do
+    for last in (3, 5, 8):
+        meltano_project.write_rows(meltano.root, last - 2 if last > 3 else 1, last)
+        subprocess.run([meltano_project.meltano_executable(), "run", "tap-csvlite", "target-jsonlite"],
+                       cwd=meltano.root, env=env, check=True, capture_output=True)
+
+    def command(*args: str) -> subprocess.CompletedProcess:
+        return subprocess.run([sys.executable, "-m", "meltano_state_backend_clickhouse", *args], cwd=meltano.root,
+                              env=env, capture_output=True, text=True, timeout=120)
+
+    listed = command("history", STATE_ID, "--json")
+    assert listed.returncode == 0, listed.stderr
+    versions = json.loads(listed.stdout)
+    assert len(versions) >= 3 and {name for v in versions for name in v["changed"]} == {"rows"}, versions
+    assert versions[-1]["changed"] == ["rows"] and all(v["size"] > 0 for v in versions), versions
+    assert [v["version"] for v in versions] == sorted((v["version"] for v in versions), reverse=True)
+    table = command("history", STATE_ID)
+    assert table.returncode == 0 and "VERSION" in table.stdout and "rows" in table.stdout, table
+    first_run = versions[-1]
+    restored = command("restore", STATE_ID, "--at", first_run["time"])
+    assert restored.returncode == 0, restored.stderr
+    assert f"version {first_run['version']}" in restored.stdout
+    state = json.loads(subprocess.run([meltano_project.meltano_executable(), "state", "get", STATE_ID], cwd=meltano.root,
+                                      env=env, check=True, capture_output=True, text=True).stdout)
+    assert state["singer_state"]["bookmarks"]["rows"]["replication_key_value"] == 3
+    missing = command("restore", STATE_ID, "--at", "2001-01-01T00:00:00Z")
+    assert missing.returncode == 1 and "no version at or before" in missing.stderr and "Traceback" not in missing.stderr
+    elsewhere = subprocess.run([sys.executable, "-m", "meltano_state_backend_clickhouse", "history", STATE_ID],
+                               cwd=meltano.root.parent, env=env, capture_output=True, text=True, timeout=120)
+    assert elsewhere.returncode == 1 and "Traceback" not in elsewhere.stderr, elsewhere.stderr

@@ -164,7 +164,8 @@ def meltano_cli(uri: str, schema: str, table: Table, runs: int, locks: list[str]
     yml.write_text(yml.read_text().replace(f"path: {project}/rows.csv", f"path: {project}/rows.csv\n      state_every: 1"))
     for lock in locks:
         backends[f"lock: {lock}"] = {**backends["clickhouse"], "MELTANO_STATE_BACKEND_CLICKHOUSE_LOCK": lock}
-    totals = {name: [] for name in ["systemdb", *(f"lock: {lock}" for lock in locks)]}
+    backends["history off"] = {**backends["lock: claims"], "MELTANO_STATE_BACKEND_CLICKHOUSE_HISTORY_DAYS": "0"}
+    totals = {name: [] for name in ["systemdb", *(f"lock: {lock}" for lock in locks), "history off"]}
     for _ in range(3):  # in turns, as above
         for name, samples in totals.items():
             meltano(backends[name], "state", "clear", "--force", "dev:tap-csvlite-to-target-jsonlite")
@@ -174,6 +175,9 @@ def meltano_cli(uri: str, schema: str, table: Table, runs: int, locks: list[str]
         ours = statistics.median(totals[f"lock: {lock}"])
         table.add(f"4. `meltano run`, tap emitting 1,000 STATE messages (median of 3), lock: {lock}",
                   f"clickhouse {ours:.1f} s", f"systemdb {base:.1f} s", f"{ours / base:.2f}× systemdb")
+    with_history, without = statistics.median(totals["lock: claims"]), statistics.median(totals["history off"])
+    table.add("4. the same run, lock: claims, with history (default) and without (`history_days: 0`)",
+              f"with {with_history:.1f} s", f"without {without:.1f} s", f"{with_history / without:.2f}×")
 
 
 def machine() -> str:

@@ -119,6 +119,14 @@ class ClickhouseStateStoreManager(StateStoreManager):
     def clear_all(self) -> int:
         return self._call("clear_all")
 
+    def history(self, state_id: str, limit: int = 50) -> list[dict]:
+        """The newest versions of the state, newest first (README.md, "State history")."""
+        return self._call("history", {"state_id": state_id, "limit": limit})
+
+    def restore(self, state_id: str, at: str | int) -> dict:
+        """Writes back the newest version at or before `at` (a version or a time) as a new version, under the lock."""
+        return self._call("restore", {"state_id": state_id, "at": str(at)})
+
     @contextmanager
     def acquire_lock(self, state_id: str, *, retry_seconds: float = 1) -> Iterator[None]:
         token, bridge = self._call_with_bridge("acquire_lock", {"state_id": state_id, "retry_seconds": retry_seconds})

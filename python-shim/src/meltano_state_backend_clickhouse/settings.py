@@ -30,5 +30,8 @@ RETRY_BUDGET_SECONDS = _setting("retry_budget_seconds", "Retry budget", "Seconds
                                 "passing reason (network, restart, busy server) is tried again (default 60; 0: never)",
                                 SettingKind.INTEGER)
 
+HISTORY_DAYS = _setting("history_days", "History days", "Days the history table keeps every state written "
+                        "(default 30; 0: no history)", SettingKind.INTEGER)
+
 ALL = [HOST, PORT, DATABASE, USER, PASSWORD, SECURE, SCHEMA, TABLE, CA_CERT, CONNECT_TIMEOUT_SECONDS,
-       QUERY_TIMEOUT_SECONDS, LOCK_WAIT_SECONDS, CLUSTER, LOCK, RETRY_BUDGET_SECONDS]
+       QUERY_TIMEOUT_SECONDS, LOCK_WAIT_SECONDS, CLUSTER, LOCK, RETRY_BUDGET_SECONDS, HISTORY_DAYS]

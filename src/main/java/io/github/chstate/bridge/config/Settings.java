@@ -12,6 +12,7 @@ import java.time.Duration;
  * @param cluster      the cluster for {@code ON CLUSTER} DDL and Replicated engines, or null for a single node
  * @param lock         which lock guards each state id's updates
  * @param retryBudget  how long a statement that failed for a passing reason is tried again (0: never)
+ * @param historyDays  how many days the history table keeps each state written (0: no history)
  */
 public record Settings(
         String host,
@@ -30,7 +31,8 @@ public record Settings(
         Duration lockWait,
         String cluster,
         LockKind lock,
-        Duration retryBudget) {
+        Duration retryBudget,
+        int historyDays) {
 
     /** The {@code lock} setting. */
     public enum LockKind {
@@ -44,7 +46,7 @@ public record Settings(
 
     public Settings withLock(LockKind kind) {
         return new Settings(host, port, database, user, password, secure, caCert, schema, table, connectTimeout,
-                queryTimeout, lockTimeout, lockRetry, lockWait, cluster, kind, retryBudget);
+                queryTimeout, lockTimeout, lockRetry, lockWait, cluster, kind, retryBudget, historyDays);
     }
 
     /** The JDBC URL, without credentials. */

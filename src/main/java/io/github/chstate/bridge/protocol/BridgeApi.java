@@ -3,6 +3,8 @@ package io.github.chstate.bridge.protocol;
 import com.googlecode.jsonrpc4j.JsonRpcMethod;
 import com.googlecode.jsonrpc4j.JsonRpcParam;
 import io.github.chstate.bridge.store.StatePart;
+import io.github.chstate.bridge.store.StateStore;
+import io.github.chstate.bridge.store.StateVersion;
 import io.github.chstate.bridge.store.StoredState;
 
 import java.util.List;
@@ -42,6 +44,12 @@ public interface BridgeApi {
 
     @JsonRpcMethod("clear_all")
     long clearAll();
+
+    @JsonRpcMethod("history")
+    List<StateVersion> history(@JsonRpcParam("state_id") String stateId, @JsonRpcParam("limit") Integer limit);
+
+    @JsonRpcMethod("restore")
+    StateStore.Restored restore(@JsonRpcParam("state_id") String stateId, @JsonRpcParam("at") String at);
 
     @JsonRpcMethod("acquire_lock")
     String acquireLock(@JsonRpcParam("state_id") String stateId, @JsonRpcParam("retry_seconds") Double retrySeconds);

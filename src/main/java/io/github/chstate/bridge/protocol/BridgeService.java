@@ -10,6 +10,8 @@ import io.github.chstate.bridge.store.KeeperLock;
 import io.github.chstate.bridge.store.Locks;
 import io.github.chstate.bridge.store.StateLock;
 import io.github.chstate.bridge.store.StateStore;
+import io.github.chstate.bridge.store.StateVersion;
+import io.github.chstate.bridge.store.Versions;
 import io.github.chstate.bridge.store.StatePart;
 import io.github.chstate.bridge.store.StoredState;
 import io.github.chstate.bridge.store.Tables;
@@ -120,6 +122,21 @@ public final class BridgeService implements BridgeApi, AutoCloseable {
     @Override
     public long clearAll() {
         return store().clearAll();
+    }
+
+    @Override
+    public List<StateVersion> history(String stateId, Integer limit) {
+        if (limit != null && (limit < 1 || limit > 100_000)) {
+            throw invalid("limit must be between 1 and 100000, got " + limit);
+        }
+        return store().history(required("state_id", stateId), limit == null ? 50 : limit);
+    }
+
+    @Override
+    public StateStore.Restored restore(String stateId, String at) {
+        requireInitialized();
+        return store.restore(required("state_id", stateId), Versions.parse(required("at", at)), settings.lockRetry(),
+                settings.lockWait());
     }
 
     @Override

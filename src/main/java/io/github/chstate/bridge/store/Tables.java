@@ -11,6 +11,8 @@ import java.util.Set;
  * The tables and their DDL. The state table is the upstream add-on's, unchanged, so either can read what the other
  * wrote; the lock tables are ours (the upstream {@code <table>_lock} has another layout and is left alone): the claims
  * table of {@link ClaimLock} and the KeeperMap table of {@link KeeperLock}, each created only where that lock is used.
+ * The history table {@code <table>_history} gets every row written to the state table from a materialized view, on
+ * the server, within the same INSERT: no statement more for the pipeline.
  */
 public final class Tables {
     static final Set<String> STATE_COLUMNS = Set.of("state_id", "partial_state", "completed_state", "updated_at");
@@ -20,9 +22,14 @@ public final class Tables {
     final String state;
     final String claims;
     final String keeperLock;
+    final String history;
+    final int historyDays;
+    private final String historyView;
     private final String stateName;
     private final String claimsName;
     private final String keeperLockName;
+    private final String historyName;
+    private final String historyViewName;
     private final String keeperPath;
     private final String cluster;
     private final String onCluster;
@@ -37,6 +44,11 @@ public final class Tables {
         this.state = Sql.identifier(schema) + "." + Sql.identifier(stateName);
         this.claims = Sql.identifier(schema) + "." + Sql.identifier(claimsName);
         this.keeperLock = Sql.identifier(schema) + "." + Sql.identifier(keeperLockName);
+        this.historyName = settings.table() + "_history";
+        this.historyViewName = settings.table() + "_history_mv";
+        this.history = Sql.identifier(schema) + "." + Sql.identifier(historyName);
+        this.historyView = Sql.identifier(schema) + "." + Sql.identifier(historyViewName);
+        this.historyDays = settings.historyDays();
         this.cluster = settings.cluster();
         this.onCluster = cluster == null ? "" : " ON CLUSTER " + Sql.identifier(cluster);
     }
@@ -65,6 +77,24 @@ public final class Tables {
                 + "kind Enum8('claim' = 1, 'release' = 2), at DateTime64(3) DEFAULT now64(3)) ENGINE = "
                 + (cluster != null ? "ReplicatedMergeTree(" + REPLICA_PATH + ")" : "MergeTree")
                 + " ORDER BY (state_id, at) TTL toDateTime(at) + INTERVAL 1 DAY SETTINGS enable_block_number_column = 1";
+    }
+
+    /** Every state written, by id and version, for {@code history_days} days. */
+    String historyStatement() {
+        return "CREATE TABLE IF NOT EXISTS " + history + onCluster + " (state_id String, partial_state Nullable(String), "
+                + "completed_state Nullable(String), updated_at DateTime64(3)) ENGINE = "
+                + (cluster != null ? "ReplicatedMergeTree(" + REPLICA_PATH + ")" : "MergeTree")
+                + " ORDER BY (state_id, updated_at) " + historyTtl();
+    }
+
+    private String historyTtl() {
+        return "TTL toDateTime(updated_at) + INTERVAL " + historyDays + " DAY";
+    }
+
+    /** Copies each block inserted into the state table to the history table. */
+    String historyViewStatement() {
+        return "CREATE MATERIALIZED VIEW IF NOT EXISTS " + historyView + onCluster + " TO " + history
+                + " AS SELECT state_id, partial_state, completed_state, updated_at FROM " + state;
     }
 
     /** A row per state id, kept in Keeper ({@link KeeperLock}); the same on every deployment. */
@@ -101,8 +131,36 @@ public final class Tables {
         if ("ReplacingMergeTree".equals(probe.stateEngine) && !probe.stateCreate.contains("non_replicated_deduplication_window")) {
             ch.execute("ALTER TABLE " + state + onCluster + " MODIFY SETTING non_replicated_deduplication_window = 1000");
         }
+        ensureHistory(ch, probe);
         return new Found(probe.serverVersion, probe.clock, Deployment.ofEngine(probe.stateEngine), probe.claimsEngine,
                 probe.keeperLockExists);
+    }
+
+    /**
+     * History on: the table (with the TTL of {@code history_days}) and its view, added in place where missing. A new
+     * table starts with the current states, so that the first restore has something to go back to. History off:
+     * the view is dropped, the table and what it holds are kept.
+     */
+    private void ensureHistory(ClickHouse ch, Probe probe) {
+        if (historyDays == 0) {
+            if (probe.historyViewExists) {
+                ch.execute("DROP VIEW IF EXISTS " + historyView + onCluster);
+            }
+            return;
+        }
+        boolean created = probe.historyCreate.isEmpty();
+        if (created) {
+            ch.execute(historyStatement());
+        } else if (!probe.historyCreate.contains("toIntervalDay(" + historyDays + ")")) {
+            ch.execute("ALTER TABLE " + history + onCluster + " MODIFY " + historyTtl());
+        }
+        if (!probe.historyViewExists) {
+            ch.execute(historyViewStatement());
+        }
+        if (created) { // after the view: a write meanwhile is in the history once, from the view
+            ch.execute("INSERT INTO " + history + " SELECT state_id, partial_state, completed_state, updated_at FROM "
+                    + state + " FINAL WHERE (state_id, updated_at) NOT IN (SELECT state_id, updated_at FROM " + history + ")");
+        }
     }
 
     /** Creates the claims table if missing; answers its engine. */
@@ -132,7 +190,8 @@ public final class Tables {
 
     /** Engines and DDL are empty for a table that does not exist. */
     private record Probe(String serverVersion, ServerClock clock, boolean cloud, String stateEngine, String stateCreate,
-                         String stateColumns, String claimsEngine, boolean keeperLockExists) {
+                         String stateColumns, String claimsEngine, boolean keeperLockExists, String historyCreate,
+                         boolean historyViewExists) {
     }
 
     private record TableRow(String serverVersion, ServerClock clock, boolean cloud, String name, String engine,
@@ -151,12 +210,12 @@ public final class Tables {
                 + "t.create_table_query, (SELECT arrayStringConcat(groupArray(name), ',') FROM system.columns WHERE "
                 + "database = " + db + " AND table = " + Sql.literal(stateName) + ") FROM (SELECT name, engine, "
                 + "create_table_query FROM system.tables WHERE database = " + db + " AND name IN ("
-                + Sql.literal(stateName) + ", " + Sql.literal(claimsName) + ", " + Sql.literal(keeperLockName)
-                + ") UNION ALL SELECT '', '', '') AS t",
+                + Sql.literal(stateName) + ", " + Sql.literal(claimsName) + ", " + Sql.literal(keeperLockName) + ", "
+                + Sql.literal(historyName) + ", " + Sql.literal(historyViewName) + ") UNION ALL SELECT '', '', '') AS t",
                 rs -> new TableRow(rs.getString(1), new ServerClock(rs.getLong(2), before), rs.getLong(3) > 0,
                         rs.getString(4), rs.getString(5), rs.getString(6), rs.getString(7)));
-        String stateEngine = "", stateCreate = "", claimsEngine = "";
-        boolean keeperLockExists = false;
+        String stateEngine = "", stateCreate = "", claimsEngine = "", historyCreate = "";
+        boolean keeperLockExists = false, historyViewExists = false;
         for (TableRow row : rows) {
             if (row.name.equals(stateName)) {
                 stateEngine = row.engine;
@@ -165,10 +224,14 @@ public final class Tables {
                 claimsEngine = row.engine;
             } else if (row.name.equals(keeperLockName)) {
                 keeperLockExists = true;
+            } else if (row.name.equals(historyName)) {
+                historyCreate = row.create;
+            } else if (row.name.equals(historyViewName)) {
+                historyViewExists = true;
             }
         }
         TableRow any = rows.get(0);
         return new Probe(any.serverVersion, any.clock, any.cloud, stateEngine, stateCreate, any.stateColumns,
-                claimsEngine, keeperLockExists);
+                claimsEngine, keeperLockExists, historyCreate, historyViewExists);
     }
 }

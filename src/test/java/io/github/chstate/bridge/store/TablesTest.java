@@ -38,6 +38,20 @@ class TablesTest {
     }
 
     @Test
+    void theHistoryTableKeepsHistoryDaysAndIsFilledByAViewOfTheStateTable() {
+        assertEquals("CREATE TABLE IF NOT EXISTS `st`.`t_history` (state_id String, partial_state Nullable(String), "
+                + "completed_state Nullable(String), updated_at DateTime64(3)) ENGINE = MergeTree ORDER BY (state_id, "
+                + "updated_at) TTL toDateTime(updated_at) + INTERVAL 30 DAY", tables(Map.of()).historyStatement());
+        assertTrue(tables(Map.of("history_days", 400)).historyStatement().endsWith("INTERVAL 400 DAY"));
+        assertEquals("CREATE MATERIALIZED VIEW IF NOT EXISTS `st`.`t_history_mv` TO `st`.`t_history` AS SELECT "
+                + "state_id, partial_state, completed_state, updated_at FROM `st`.`t`", tables(Map.of()).historyViewStatement());
+        Tables cluster = tables(Map.of("cluster", "prod-cluster"));
+        assertTrue(cluster.historyStatement().contains("`st`.`t_history` ON CLUSTER `prod-cluster` ("));
+        assertTrue(cluster.historyStatement().contains("ENGINE = ReplicatedMergeTree('/clickhouse/tables/{shard}/{database}/{table}', '{replica}')"));
+        assertTrue(cluster.historyViewStatement().contains("`st`.`t_history_mv` ON CLUSTER `prod-cluster` TO"));
+    }
+
+    @Test
     void aClusterGetsOnClusterDdlAndReplicatedEngines() {
         Tables tables = tables(Map.of("cluster", "prod-cluster"));
         List<String> ddl = tables.stateStatements(Deployment.REPLICATED);
