@@ -4,6 +4,9 @@
 #   CLICKHOUSE_URL=http://user:password@host:8123  runs them against that server instead of a local chDB one;
 #   CLICKHOUSE_KEEPER_URLS=url1,url2  two servers with KeeperMap on one Keeper (else the tests that need them start
 #   two local chDB servers and a ZooKeeper of their own).
+#   OLDER_MELTANOS="3.7.9 4.2.2"  the Meltanos besides requirements.txt's (the newest) that the shim and end-to-end
+#   tests run with, each in a virtualenv of its own (.venv-meltano-VERSION); tests that do not depend on Meltano's
+#   version run with the newest only, and say so.
 set -uo pipefail
 repo="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$repo"
@@ -41,6 +44,20 @@ install_shim || exit 1
 
 step "pytest: local ClickHouse server, shim, end to end"
 "$venv/bin/python" -m pytest -p no:cacheprovider --rootdir "$repo" tests-e2e python-shim/tests -v || status=1
+
+for version in ${OLDER_MELTANOS-3.7.9 4.2.2}; do
+  step "pytest with Meltano $version: shim and end to end, in .venv-meltano-$version"
+  older="$repo/.venv-meltano-$version"
+  if { [ -x "$older/bin/python" ] || python3 -m venv "$older"; } \
+      && "$older/bin/python" -m pip install -q --disable-pip-version-check "meltano==$version" \
+         -r "$repo/tests-e2e/requirements-older-meltano.txt" \
+      && "$older/bin/python" -m pip install -q --disable-pip-version-check --force-reinstall --no-deps "$repo/python-shim"; then
+    CHDB_SERVER_PYTHON="$venv/bin/python" BRIDGE_ONLY_TESTS=skip "$older/bin/python" -m pytest -p no:cacheprovider \
+      --rootdir "$repo" -rs tests-e2e/test_meltano_e2e.py python-shim/tests -v || status=1
+  else
+    echo "Could not install Meltano $version"; status=1
+  fi
+done
 
 if [ "${#local_servers[@]}" -gt 0 ]; then
   step "Local ClickHouse: the most statements each server ran at once"

@@ -10,10 +10,12 @@ import time
 import urllib.parse
 import urllib.request
 import uuid
+from importlib.metadata import version
 
 import pytest
 
 import meltano_project
+from chdb_server.pytest_plugin import requires_meltano
 from chdb_server.testing import Endpoint
 from meltano_project import STATE_ID
 
@@ -69,16 +71,27 @@ class Meltano:
             assert result.returncode == 0, f"meltano {' '.join(args)} failed:\n{result.stdout}\n{result.stderr}"
         return result
 
+    def has(self, *words: str) -> bool:
+        """Whether this Meltano's CLI has `meltano WORDS…` (the last one may be an --option)."""
+        *group, last = words
+        text = self(*group, "--help").stdout
+        if last.startswith("--"):
+            return last in text
+        return any(line.strip().startswith(last + " ") for line in text.splitlines())
+
     def state(self, state_id: str = STATE_ID) -> dict:
         return json.loads(self("state", "get", state_id).stdout)
 
     def query(self, sql: str) -> list[dict]:
         """Rows of a query, run directly on the server (FORMAT JSONEachRow)."""
+        return [json.loads(line) for line in self.execute(sql + " FORMAT JSONEachRow").splitlines()]
+
+    def execute(self, sql: str) -> str:
+        """A statement run directly on the server; its answer."""
         auth = urllib.parse.quote(self.clickhouse.user) + ":" + urllib.parse.quote(self.clickhouse.password)
-        request = urllib.request.Request(self.clickhouse.http_url + "/", data=(sql + " FORMAT JSONEachRow").encode(),
+        request = urllib.request.Request(self.clickhouse.http_url + "/", data=sql.encode(),
                                          headers={"Authorization": "Basic " + __import__("base64").b64encode(auth.encode()).decode()})
-        body = urllib.request.urlopen(request, timeout=30).read().decode()
-        return [json.loads(line) for line in body.splitlines()]
+        return urllib.request.urlopen(request, timeout=30).read().decode()
 
     def rows_in_clickhouse(self) -> list[dict]:
         return self.query(f"SELECT state_id, partial_state, completed_state FROM `{self.schema}`.state FINAL "
@@ -103,23 +116,59 @@ def test_every_state_subcommand(meltano):
     assert meltano("state", "list", "--pattern", "*:c").stdout.split() == ["prod:c"]
     assert meltano("state", "list", "--pattern", "dev").stdout.split() == []
     assert meltano.state("prod:c") == meltano.state("dev:a")
+    meltano("state", "clear", "--force", "prod:c")
+    assert meltano("state", "list").stdout.split() == ["dev:a"]
 
+
+def _skip_without(meltano, *commands: str):
+    """Skips the test, saying which, where this Meltano's CLI lacks any of `meltano state COMMAND [--OPTION]`."""
+    missing = [command for command in commands if not meltano.has("state", *command.split())]
+    if missing:
+        pytest.skip(f"Meltano {version('meltano')} has no `meltano state {'`, `meltano state '.join(missing)}`")
+
+
+def test_export_import_and_clear_all(meltano):
+    """The subcommands later Meltanos added: skipped, saying so, where the CLI has none."""
+    _skip_without(meltano, "export", "import", "clear --all")
+    meltano("state", "set", "--force", "dev:a", '{"singer_state": {"bookmarks": {"s": {"id": 1}}}}')
+    meltano("state", "set", "--force", "prod:c", '{"singer_state": {"bookmarks": {"s": {"id": 3}}}}')
     exported = meltano("state", "export").stdout
     assert "prod:c" in exported
     meltano("state", "clear", "--force", "prod:c")
     assert meltano("state", "list").stdout.split() == ["dev:a"]
     meltano("state", "import", stdin=exported)
     assert sorted(meltano("state", "list").stdout.split()) == ["dev:a", "prod:c"]
+    assert meltano.state("prod:c") == {"singer_state": {"bookmarks": {"s": {"id": 3}}}}
+    cleared = meltano("state", "clear", "--force", "--all")
+    assert "2 state(s) were successfully cleared" in cleared.stdout + cleared.stderr
+    assert meltano("state", "list").stdout.split() == []
 
+
+def test_edit(meltano):
+    _skip_without(meltano, "edit")
+    meltano("state", "set", "--force", "dev:a", '{"singer_state": {"bookmarks": {"s": {"id": 1}}}}')
     editor = meltano.root / "editor.sh"
     editor.write_text('#!/bin/sh\necho \'{"singer_state": {"edited": true}}\' > "$1"\n')
     editor.chmod(0o755)
     meltano("state", "edit", "--force", "dev:a", EDITOR=str(editor), VISUAL=str(editor))
     assert meltano.state("dev:a") == {"singer_state": {"edited": True}}
 
-    cleared = meltano("state", "clear", "--force", "--all")
-    assert "2 state(s) were successfully cleared" in cleared.stdout + cleared.stderr
-    assert meltano("state", "list").stdout.split() == []
+
+@requires_meltano("4.2", "state backend migrations in `meltano upgrade` (StateStoreManager.migrate)")
+def test_meltano_upgrade_brings_a_table_of_the_upstream_add_on_up_to_date(meltano):
+    meltano.execute(f"CREATE DATABASE `{meltano.schema}`")
+    meltano.execute(f"CREATE TABLE `{meltano.schema}`.state (state_id String, partial_state Nullable(String), "
+                    "completed_state Nullable(String), updated_at DateTime64(3) DEFAULT now64(3)) "
+                    "ENGINE = ReplacingMergeTree(updated_at) ORDER BY state_id")
+    meltano.execute(f"INSERT INTO `{meltano.schema}`.state (state_id, completed_state) VALUES "
+                    "('dev:old', '{\"singer_state\": {\"bookmarks\": {\"t\": {\"id\": 7}}}}')")
+    upgraded = meltano("upgrade", "all", "--skip-package")
+    assert "Applying migrations to project state" in upgraded.stdout + upgraded.stderr
+    tables = {row["name"]: row["create_table_query"] for row in meltano.query(
+        f"SELECT name, create_table_query FROM system.tables WHERE database = '{meltano.schema}'")}
+    assert "non_replicated_deduplication_window" in tables["state"], tables["state"]
+    assert {"state_history", "state_history_mv"} <= set(tables)
+    assert meltano.state("dev:old") == {"singer_state": {"bookmarks": {"t": {"id": 7}}}}
 
 
 def test_incremental_run_resumes_from_the_bookmark_in_clickhouse(meltano):

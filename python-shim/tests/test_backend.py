@@ -286,6 +286,7 @@ def _state_of(megabytes: int) -> dict:
     return {"singer_state": {"bookmarks": {f"stream_{i}": dict(stream, i=i) for i in range(count)}}}
 
 
+@pytest.mark.bridge_only
 @pytest.mark.parametrize("megabytes", [1, 10, 50])
 def test_large_states_round_trip_exactly(manager, megabytes):
     big, small = _state_of(megabytes), {"partial": "it's\n\"here\" ü"}
@@ -295,12 +296,14 @@ def test_large_states_round_trip_exactly(manager, megabytes):
     assert [s.completed_state == big for s in manager.get_all("big")] == [True]
 
 
+@pytest.mark.bridge_only
 def test_a_100_mb_state_works_with_the_default_memory(manager):
     big = _state_of(100)
     manager.set(MeltanoState("huge", {}, big))
     assert manager.get("huge").completed_state == big
 
 
+@pytest.mark.bridge_only
 def test_a_state_too_large_for_the_bridges_memory_fails_clearly_and_keeps_what_is_stored(clickhouse, schema, monkeypatch):
     with ClickhouseStateStoreManager(uri=clickhouse.state_uri(), schema=schema) as roomy:
         roomy.set(MeltanoState("stored-big", {}, _state_of(40)))
@@ -320,6 +323,7 @@ def test_a_state_too_large_for_the_bridges_memory_fails_clearly_and_keeps_what_i
         small.close()
 
 
+@pytest.mark.bridge_only
 def test_zookeeper_down_during_updates_gives_clear_errors_and_keeps_the_state(tmp_path, schema):
     """lock: keeper on a server of its own whose ZooKeeper stops for a few seconds in the middle of a run of updates."""
     zookeeper = LocalZooKeeper(str(tmp_path / "zookeeper"))
@@ -378,6 +382,7 @@ def _every_method(m: ClickhouseStateStoreManager, n: int) -> None:
     assert m.get(f"g:{n}") is None
 
 
+@pytest.mark.bridge_only
 @pytest.mark.parametrize("fault", [{"fail_next": 3, "fail_code": 210}, {"fail_next": 3, "fail_code": 242},
                                    {"fail_next": 2, "fail_code": 999}, {"drop_next": 3}])
 def test_passing_failures_under_every_method_are_absorbed_and_past_the_budget_fail_clearly(local_clickhouse, schema,
@@ -400,6 +405,7 @@ def test_passing_failures_under_every_method_are_absorbed_and_past_the_budget_fa
         assert m.get("f:1").completed_state == {"n": 1, "locked": True}  # nothing lost or mixed
 
 
+@pytest.mark.bridge_only
 def test_a_failure_that_does_not_pass_is_not_retried(local_clickhouse, schema):
     local_clickhouse.start()
     uri = Endpoint(local_clickhouse.url_with_credentials).state_uri()
@@ -413,6 +419,7 @@ def test_a_failure_that_does_not_pass_is_not_retried(local_clickhouse, schema):
         assert m.get("n").completed_state == {"n": 1}
 
 
+@pytest.mark.bridge_only
 def test_a_bridge_killed_during_eight_threads_of_updates(clickhouse, schema, caplog):
     """Meltano's update (lock, get, merge, set) from 8 threads, each counting on its own id; the bridge is SIGKILLed
     midway. Every update either succeeded or raised our clear error, and each counter holds exactly its successes."""

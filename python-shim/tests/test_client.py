@@ -8,6 +8,8 @@ import pytest
 from meltano_state_backend_clickhouse import process
 from meltano_state_backend_clickhouse.client import BridgeDiedError, BridgeError, JsonRpcClient
 
+pytestmark = pytest.mark.bridge_only  # the JSON-RPC client and the process: no Meltano in them
+
 
 @pytest.fixture
 def bridge():

@@ -26,7 +26,9 @@ class _Child:
 
     def _start(self, lines: int, env: dict | None = None) -> list[str]:
         env = dict(env or os.environ, PYTHONPATH=HERE + os.pathsep + os.environ.get("PYTHONPATH", ""))
-        self._process = subprocess.Popen([sys.executable, "-m", self.module, *self._arguments()], env=env, text=True,
+        # CHDB_SERVER_PYTHON: a Python with chdb installed, for tests that run in a virtualenv of another Meltano
+        python = os.environ.get("CHDB_SERVER_PYTHON") or sys.executable
+        self._process = subprocess.Popen([python, "-m", self.module, *self._arguments()], env=env, text=True,
                                          stdout=subprocess.PIPE, stderr=subprocess.PIPE)
         ready = [self._process.stdout.readline().strip() for _ in range(lines)]
         if not all(ready):

@@ -88,6 +88,13 @@ class ClickhouseStateStoreManager(StateStoreManager):
     def _call(self, method: str, params: dict | None = None) -> t.Any:
         return self._call_with_bridge(method, params)[0]
 
+    # Meltano 4.2+ has these in StateStoreManager; 3.7 has neither, and `with` must work on every supported Meltano.
+    def __enter__(self) -> ClickhouseStateStoreManager:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.close()
+
     def close(self) -> None:
         if self._bridge is not None:
             bridge, self._bridge = self._bridge, None
