@@ -11,6 +11,7 @@ import java.io.IOException;
 import java.io.InputStream;
 import java.time.Duration;
 import java.util.ArrayList;
+import java.util.HashMap;
 import java.util.Objects;
 import java.util.Set;
 import java.util.TreeSet;
@@ -23,10 +24,10 @@ import java.util.concurrent.ConcurrentHashMap;
 import java.util.stream.Collectors;
 
 /**
- * Reads and writes the state table. Reads use FINAL, so they see one row per id: the one with the highest
- * {@code updated_at}. Each write gives its rows a version above every version already stored for the id, and a fresh
- * deduplication token, so that A → B → A rewrites are never dropped as duplicates, while a request the driver
- * re-sends is.
+ * Reads and writes the state table, and reads the history the server keeps of it ({@link Tables}). Reads use FINAL,
+ * so they see one row per id: the one with the highest {@code updated_at}. Each write gives its rows a version above
+ * every version already stored for the id, and a fresh deduplication token, so that A → B → A rewrites are never
+ * dropped as duplicates, while a request the driver re-sends is.
  *
  * <p>A version is the later of the server's time ({@link ServerClock}) and the newest stored version of the id plus
  * 1 ms. Without the lock, the newest is read first, in one query for all ids of the write. Under the lock (Meltano's
@@ -217,7 +218,7 @@ public final class StateStore {
 
     /** The bookmarks of a version: singer_state.bookmarks, else singer_state's or the state's own keys. */
     private Map<String, JsonNode> bookmarks(String stateId, byte[] partial, byte[] completed) {
-        Map<String, JsonNode> marks = new java.util.HashMap<>();
+        Map<String, JsonNode> marks = new HashMap<>();
         for (byte[] part : new byte[][] {completed, partial}) { // partial over completed, as Meltano merges them
             if (part == null) {
                 continue;
