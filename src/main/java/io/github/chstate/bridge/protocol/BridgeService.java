@@ -134,8 +134,7 @@ public final class BridgeService implements BridgeApi, AutoCloseable {
 
     @Override
     public StateStore.Restored restore(String stateId, String at) {
-        requireInitialized();
-        return store.restore(required("state_id", stateId), Versions.parse(required("at", at)), settings.lockRetry(),
+        return store().restore(required("state_id", stateId), Versions.parse(required("at", at)), settings.lockRetry(),
                 settings.lockWait());
     }
 

@@ -194,8 +194,17 @@ public final class ClickHouse implements AutoCloseable {
      * Whether a statement lost a Keeper compare-and-set under {@code keeper_map_strict_mode}: code 999 with "Node
      * exists" (a create of an existing row) or "Bad version" (the row changed between the server's read and write).
      */
-    static boolean isKeeperConflict(BridgeException e) {
-        return Integer.valueOf(999).equals(serverCode(e)) && Retry.isKeeperConflict(String.valueOf(e.getMessage()));
+    static boolean isKeeperConflict(Throwable e) {
+        if (!Integer.valueOf(999).equals(serverCode(e))) {
+            return false;
+        }
+        for (Throwable t = e; t != null; t = t.getCause()) {
+            String message = String.valueOf(t.getMessage());
+            if (message.contains("Node exists") || message.contains("Bad version")) {
+                return true;
+            }
+        }
+        return false;
     }
 
     /** What went wrong, in words a user can act on; the SQL itself is not repeated (it may hold state). */
@@ -229,7 +238,8 @@ public final class ClickHouse implements AutoCloseable {
         return (settings.secure() ? "https" : "http") + "://" + settings.host() + ":" + settings.port();
     }
 
-    private static Integer serverCode(Throwable e) {
+    /** The ClickHouse error code anywhere in a failure: the driver's exceptions, else "Code: N." in a message. */
+    static Integer serverCode(Throwable e) {
         for (Throwable t = e; t != null; t = t.getCause()) {
             if (t instanceof SQLException sql && sql.getErrorCode() > 0) {
                 return sql.getErrorCode();

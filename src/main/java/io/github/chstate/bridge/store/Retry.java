@@ -11,7 +11,6 @@ import java.net.ConnectException;
 import java.net.SocketException;
 import java.net.SocketTimeoutException;
 import java.net.UnknownHostException;
-import java.sql.SQLException;
 import java.sql.SQLTransientConnectionException;
 import java.time.Duration;
 import java.util.Map;
@@ -107,19 +106,18 @@ final class Retry {
             if (t instanceof UnknownHostException || t instanceof javax.net.ssl.SSLException) {
                 return null; // a wrong host name or TLS setting does not heal
             }
-        }
-        for (Throwable t = e; t != null; t = t.getCause()) {
             if (t instanceof BridgeException) {
                 return null; // ours: already decided
             }
-            Integer code = t instanceof ServerException server ? (Integer) server.getCode()
-                    : t instanceof SQLException sql && sql.getErrorCode() > 0 ? (Integer) sql.getErrorCode() : null;
-            if (code != null && code > 0) {
-                if (code == 999 && isKeeperConflict(String.valueOf(t.getMessage()))) {
-                    return null;
-                }
-                return TRANSIENT_CODES.containsKey(code) ? "code " + code + ", " + TRANSIENT_CODES.get(code) : null;
+        }
+        Integer code = ClickHouse.serverCode(e);
+        if (code != null) {
+            if (ClickHouse.isKeeperConflict(e)) {
+                return null;
             }
+            return TRANSIENT_CODES.containsKey(code) ? "code " + code + ", " + TRANSIENT_CODES.get(code) : null;
+        }
+        for (Throwable t = e; t != null; t = t.getCause()) {
             if (t instanceof ServerException server && server.getTransportProtocolCode() >= 500) {
                 return "HTTP " + server.getTransportProtocolCode() + " without a ClickHouse error: a proxy or load balancer";
             }
@@ -147,11 +145,6 @@ final class Retry {
             }
         }
         return false;
-    }
-
-    /** Keeper's answer to a compare-and-set that lost ({@code keeper_map_strict_mode}), not a failure. */
-    static boolean isKeeperConflict(String message) {
-        return message.contains("Node exists") || message.contains("Bad version");
     }
 
     /** False when interrupted: then no more tries. */

@@ -146,26 +146,28 @@ public final class StateStore {
 
     /** The newest {@code limit} versions of the id in the history table, newest first. */
     public List<StateVersion> history(String stateId, int limit) {
-        return versions(stateId, limit, Long.MAX_VALUE);
+        return versions(stateId, historyRows(stateId, limit, Long.MAX_VALUE), limit);
     }
 
-    /** The newest version at or before {@code atMillis}, alone (or none). */
-    private List<StateVersion> versionAt(String stateId, long atMillis) {
-        return versions(stateId, 1, atMillis);
+    /** A row of the history table. */
+    private record HistoryRow(long version, byte[] partial, byte[] completed) {
     }
 
-    private List<StateVersion> versions(String stateId, int limit, long atMostMillis) {
+    /** The newest {@code limit} rows at or before {@code atMostMillis}, and one more: what the oldest of them changed. */
+    private List<HistoryRow> historyRows(String stateId, int limit, long atMostMillis) {
         requireHistory();
-        record Row(long version, byte[] partial, byte[] completed) {
-        }
-        List<Row> rows = ch.queryRowBinary("SELECT toUnixTimestamp64Milli(updated_at), partial_state, completed_state FROM "
+        return ch.queryRowBinary("SELECT toUnixTimestamp64Milli(updated_at), partial_state, completed_state FROM "
                 + tables.history + " WHERE state_id = " + Sql.literal(stateId) + (atMostMillis == Long.MAX_VALUE ? ""
                 : " AND updated_at <= fromUnixTimestamp64Milli(" + atMostMillis + ")") + " ORDER BY updated_at DESC LIMIT "
-                + (limit + 1) + deployment.readClause(), // one more, to tell what the oldest shown one changed
-                in -> new Row(RowBinary.readInt64(in), RowBinary.readNullableBytes(in), RowBinary.readNullableBytes(in)));
+                + (limit + 1) + deployment.readClause(),
+                in -> new HistoryRow(RowBinary.readInt64(in), RowBinary.readNullableBytes(in), RowBinary.readNullableBytes(in)));
+    }
+
+    /** The first {@code limit} rows as versions, each compared with the row after it (the one before in time). */
+    private List<StateVersion> versions(String stateId, List<HistoryRow> rows, int limit) {
         List<StateVersion> versions = new ArrayList<>();
         for (int i = 0; i < Math.min(limit, rows.size()); i++) {
-            Row row = rows.get(i);
+            HistoryRow row = rows.get(i);
             Map<String, JsonNode> marks = bookmarks(stateId, row.partial, row.completed);
             Map<String, JsonNode> before = i + 1 < rows.size() ? bookmarks(stateId, rows.get(i + 1).partial, rows.get(i + 1).completed) : Map.of();
             Set<String> changed = new TreeSet<>();
@@ -192,18 +194,15 @@ public final class StateStore {
         requireHistory();
         String token = lock.acquire(stateId, retry, wait);
         try {
-            List<StateVersion> older = versionAt(stateId, atMillis);
-            List<StoredState> found = older.isEmpty() ? List.of() : ch.queryRowBinary("SELECT state_id, partial_state, "
-                    + "completed_state FROM " + tables.history + " WHERE state_id = " + Sql.literal(stateId)
-                    + " AND updated_at = fromUnixTimestamp64Milli(" + older.get(0).version() + ") LIMIT 1"
-                    + deployment.readClause(), this::row);
-            if (found.isEmpty()) {
+            List<HistoryRow> rows = historyRows(stateId, 1, atMillis);
+            if (rows.isEmpty()) {
                 throw new BridgeException(ErrorCode.INVALID_PARAMS, "State id '" + stateId + "' has no version at or "
                         + "before " + Versions.format(atMillis) + " in the history (kept " + tables.historyDays
                         + " days); list the versions with: python -m meltano_state_backend_clickhouse history '" + stateId + "'");
             }
-            set(found.get(0));
-            return new Restored(older.get(0), history(stateId, 1).get(0));
+            HistoryRow old = rows.get(0);
+            set(new StoredState(stateId, part(stateId, old.partial), part(stateId, old.completed)));
+            return new Restored(versions(stateId, rows, 1).get(0), history(stateId, 1).get(0));
         } finally {
             lock.release(token);
         }

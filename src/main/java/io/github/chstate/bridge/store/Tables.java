@@ -75,16 +75,19 @@ public final class Tables {
     String claimsStatement() {
         return "CREATE TABLE IF NOT EXISTS " + claims + onCluster + " (state_id String, token String, "
                 + "kind Enum8('claim' = 1, 'release' = 2), at DateTime64(3) DEFAULT now64(3)) ENGINE = "
-                + (cluster != null ? "ReplicatedMergeTree(" + REPLICA_PATH + ")" : "MergeTree")
-                + " ORDER BY (state_id, at) TTL toDateTime(at) + INTERVAL 1 DAY SETTINGS enable_block_number_column = 1";
+                + mergeTree() + " ORDER BY (state_id, at) TTL toDateTime(at) + INTERVAL 1 DAY SETTINGS enable_block_number_column = 1";
     }
 
     /** Every state written, by id and version, for {@code history_days} days. */
     String historyStatement() {
         return "CREATE TABLE IF NOT EXISTS " + history + onCluster + " (state_id String, partial_state Nullable(String), "
                 + "completed_state Nullable(String), updated_at DateTime64(3)) ENGINE = "
-                + (cluster != null ? "ReplicatedMergeTree(" + REPLICA_PATH + ")" : "MergeTree")
-                + " ORDER BY (state_id, updated_at) " + historyTtl();
+                + mergeTree() + " ORDER BY (state_id, updated_at) " + historyTtl();
+    }
+
+    /** The engine of our append-only tables: replicated on a cluster (Cloud makes a plain one Shared by itself). */
+    private String mergeTree() {
+        return cluster != null ? "ReplicatedMergeTree(" + REPLICA_PATH + ")" : "MergeTree";
     }
 
     private String historyTtl() {
