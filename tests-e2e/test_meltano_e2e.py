@@ -5,8 +5,10 @@ import json
 import pathlib
 import re
 import shutil
+import signal
 import subprocess
 import sys
+import threading
 import time
 import urllib.parse
 import urllib.request
@@ -33,6 +35,41 @@ def bridge_pids() -> set[int]:
             except OSError:
                 pass
     return pids
+
+
+def bridges_left(before: set[int]) -> set[int]:
+    """Bridges started since `before` that are still running 5 s later (Meltano does not wait for its bridge's exit)."""
+    deadline = time.time() + 5
+    while (left := bridge_pids() - before) and time.time() < deadline:
+        time.sleep(0.05)
+    return left
+
+
+class BridgeWatch:
+    """Every bridge process that runs while the block runs, with its command line and environment (polled every
+    10 ms; a bridge lives for hundreds)."""
+
+    def __enter__(self):
+        self._before = bridge_pids()
+        self.seen: dict[int, bytes] = {}
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._poll, daemon=True)
+        self._thread.start()
+        return self
+
+    def _poll(self):
+        while not self._stop.is_set():
+            for pid in bridge_pids() - self._before - self.seen.keys():
+                try:
+                    self.seen[pid] = pathlib.Path(f"/proc/{pid}/cmdline").read_bytes() + \
+                        pathlib.Path(f"/proc/{pid}/environ").read_bytes()
+                except OSError:
+                    pass
+            self._stop.wait(0.01)
+
+    def __exit__(self, *exc_info):
+        self._stop.set()
+        self._thread.join()
 
 
 @pytest.fixture(scope="session")
@@ -66,7 +103,7 @@ class Meltano:
         result = subprocess.run([meltano_project.meltano_executable(), *args], cwd=self.root, text=True,
                                 capture_output=True, input=stdin, timeout=300,
                                 env=meltano_project.clean_env(**{**self.env, **env}))
-        left = bridge_pids() - before
+        left = bridges_left(before)
         assert not left, f"bridge processes left running after meltano {' '.join(args)}: {left}"
         if ok:
             assert result.returncode == 0, f"meltano {' '.join(args)} failed:\n{result.stdout}\n{result.stderr}"
@@ -377,3 +414,80 @@ def test_history_and_restore_from_the_project_folder(meltano):
     elsewhere = subprocess.run([sys.executable, "-m", "meltano_state_backend_clickhouse", "history", STATE_ID],
                                cwd=meltano.root.parent, env=env, capture_output=True, text=True, timeout=120)
     assert elsewhere.returncode == 1 and "Traceback" not in elsewhere.stderr, elsewhere.stderr
+
+
+EARLY = re.compile(r"Started the bridge early \(pid (\d+)\)")
+ADOPTED = re.compile(r"Adopted the bridge started early \(pid (\d+)\)")
+
+
+def test_the_bridge_starts_while_meltano_starts_and_the_state_command_adopts_it(meltano):
+    meltano("state", "set", "--force", "dev:early", '{"singer_state": {"n": 1}}')
+    with BridgeWatch() as watch:
+        result = meltano("--log-level=debug", "state", "get", "dev:early")
+    assert json.loads(result.stdout) == {"singer_state": {"n": 1}}
+    started, adopted = EARLY.findall(result.stderr), ADOPTED.findall(result.stderr)
+    assert started == adopted == [str(pid) for pid in watch.seen], result.stderr  # one bridge: the early one
+
+    with BridgeWatch() as watch:  # switched off: the manager starts the one bridge, as before
+        result = meltano("--log-level=debug", "state", "get", "dev:early", CLICKHOUSE_STATE_BRIDGE_EARLY="0")
+    assert json.loads(result.stdout) == {"singer_state": {"n": 1}}
+    assert len(watch.seen) == 1 and not EARLY.search(result.stderr), result.stderr
+
+
+def test_the_bridge_starts_early_from_the_project_files_too(meltano):
+    yml = meltano.root / "meltano.yml"
+    yml.write_text(yml.read_text() + f"state_backend:\n  uri: {meltano.clickhouse.state_uri()}\n")
+    del meltano.env["MELTANO_STATE_BACKEND_URI"]
+    result = meltano("--log-level=debug", "state", "list")
+    assert EARLY.findall(result.stderr) == ADOPTED.findall(result.stderr) != [], result.stderr
+
+    (meltano.root / ".env").write_text("MELTANO_STATE_BACKEND_URI=systemdb\n")  # .env comes before meltano.yml
+    with BridgeWatch() as watch:
+        result = meltano("--log-level=debug", "state", "list")
+    assert not watch.seen and not EARLY.search(result.stderr), result.stderr
+
+
+def test_no_bridge_starts_where_another_backend_is_configured(meltano, tmp_path):
+    for uri in (f"file://{tmp_path}/state", "systemdb"):
+        with BridgeWatch() as watch:
+            meltano("state", "set", "--force", "dev:other", '{"singer_state": {"n": 2}}', MELTANO_STATE_BACKEND_URI=uri)
+            assert json.loads(meltano("state", "get", "dev:other", MELTANO_STATE_BACKEND_URI=uri).stdout)
+        assert not watch.seen, uri
+    with BridgeWatch() as watch:  # the watch sees a bridge where there is one
+        meltano("state", "list")
+    assert len(watch.seen) == 1
+
+
+def _slow_invoke(meltano, **env: str) -> subprocess.Popen:
+    """`meltano invoke tap-csvlite` (no state) for ~10 s, logging at debug level to its stderr."""
+    meltano_project.write_rows(meltano.root, 1, 100)
+    return subprocess.Popen([meltano_project.meltano_executable(), "--log-level=debug", "invoke", "tap-csvlite"],
+                            cwd=meltano.root, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
+                            env=meltano_project.clean_env(**{**meltano.env, "TAP_CSVLITE_RECORD_DELAY_MS": "100", **env}))
+
+
+def _early_pid(process: subprocess.Popen) -> int:
+    for line in process.stderr:
+        if found := EARLY.search(line):
+            return int(found.group(1))
+    raise AssertionError(f"no bridge started early; exit code {process.wait()}")
+
+
+def test_an_early_bridge_nobody_adopts_holds_no_secret_and_ends_with_meltano(meltano):
+    secret = "pw-" + uuid.uuid4().hex
+    with BridgeWatch() as watch:
+        invoke = _slow_invoke(meltano, MELTANO_STATE_BACKEND_URI=_with(meltano.clickhouse.state_uri(), password=secret),
+                              MELTANO_STATE_BACKEND_CLICKHOUSE_PASSWORD=secret)
+        pid = _early_pid(invoke)
+        rest = invoke.communicate(timeout=120)[1]
+    assert invoke.returncode == 0, rest
+    assert not ADOPTED.search(rest), rest  # invoke does not touch state
+    assert not bridges_left(bridge_pids() - {pid}), "the early bridge outlived meltano"
+    assert list(watch.seen) == [pid] and secret.encode() not in watch.seen[pid]
+
+    invoke = _slow_invoke(meltano)
+    pid = _early_pid(invoke)
+    invoke.send_signal(signal.SIGKILL)  # Meltano only: its atexit never runs
+    invoke.wait()
+    invoke.stderr.close()
+    assert not bridges_left(bridge_pids() - {pid}), "the early bridge outlived a SIGKILLed meltano"

@@ -21,7 +21,7 @@ if t.TYPE_CHECKING:
     from collections.abc import Iterable, Iterator
 
 # No bridge outlives the interpreter, whether or not Meltano called close().
-atexit.register(SharedBridge.stop_all)
+atexit.register(SharedBridge.leave_all)
 
 _FAILURES = (BridgeError, BridgeDiedError, BridgeStartError)
 

@@ -8,6 +8,7 @@ import typing as t
 
 import orjson
 
+from . import early
 from .process import BridgeProcess, logger
 
 # The protocol's error codes (README.md, "Protocol") that Meltano has exceptions of its own for.
@@ -174,7 +175,7 @@ class SharedBridge:
             if self._client is not None:
                 logger.warning("The ClickHouse state bridge (pid %s) had exited (%s); starting a new one.",
                                self._client.process.pid, self._client.process.describe_exit())
-            self._client = JsonRpcClient(BridgeProcess())
+            self._client = JsonRpcClient(early.adopt() or BridgeProcess())
             try:
                 self._client.call("initialize", {"settings": self._settings})
             except BaseException:
@@ -196,11 +197,15 @@ class SharedBridge:
         client.process.stop()
 
     @classmethod
-    def stop_all(cls):
+    def leave_all(cls):
+        """At interpreter exit: every bridge is told to exit, none is waited for (Meltano's exit is not held up)."""
         with cls._registry_lock:
             bridges = list(cls._registry.values())
             cls._registry.clear()
             for bridge in bridges:
                 bridge._cancel_linger()
         for bridge in bridges:
-            bridge.stop()
+            with bridge._lock:
+                client, bridge._client = bridge._client, None
+            if client is not None:
+                client.process.leave()

@@ -148,6 +148,25 @@ class BridgeProcess:
             why += f" (its class data archive {self._archive_used} was removed in case it was damaged)"
         return why
 
+    def leave(self):
+        """At exit: closes stdin and does not wait, the bridge exits by itself (within 5 s, see Main.java) — unless it
+        writes the class data archive, which is kept only once it exited cleanly."""
+        if self._archive_dump is not None:
+            self.stop()
+            return
+        try:
+            self.stdin.close()
+        except OSError:
+            pass
+
+    def kill(self):
+        """For a bridge never given settings: it holds nothing, so it need not be asked to exit."""
+        self._popen.kill()
+        self._popen.wait()
+        self.stdin.close()
+        self.stdout.close()
+        self._finish_archive()
+
     def stop(self, timeout: float = 5.0):
         """Closes stdin (the bridge exits on EOF); kills it if it has not exited in time."""
         try:

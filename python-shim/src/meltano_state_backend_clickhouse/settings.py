@@ -1,5 +1,11 @@
-"""The `state_backend.clickhouse.*` settings, registered with Meltano through the `meltano.settings` entry points."""
+"""The `state_backend.clickhouse.*` settings, registered with Meltano through the `meltano.settings` entry points.
+
+Meltano's CLI imports this module while it reads the project, long before it needs state: the moment to start the
+bridge (early.py).
+"""
 from meltano.core.setting_definition import SettingDefinition, SettingKind
+
+from . import early
 
 
 def _setting(key: str, label: str, description: str, kind=SettingKind.STRING, **extra) -> SettingDefinition:
@@ -35,3 +41,5 @@ HISTORY_DAYS = _setting("history_days", "History days", "Days the history table 
 
 ALL = [HOST, PORT, DATABASE, USER, PASSWORD, SECURE, SCHEMA, TABLE, CA_CERT, CONNECT_TIMEOUT_SECONDS,
        QUERY_TIMEOUT_SECONDS, LOCK_WAIT_SECONDS, CLUSTER, LOCK, RETRY_BUDGET_SECONDS, HISTORY_DAYS]
+
+early.start_if_configured()

@@ -6,15 +6,19 @@ import io.github.chstate.bridge.protocol.BridgeService;
 import io.github.chstate.bridge.protocol.Dispatcher;
 import io.github.chstate.bridge.protocol.StdioServer;
 import io.github.chstate.bridge.store.ClickHouse;
+import org.slf4j.LoggerFactory;
 
 import java.io.BufferedOutputStream;
 import java.io.FileDescriptor;
 import java.io.FileInputStream;
 import java.io.FileOutputStream;
 import java.io.OutputStream;
+import java.time.Duration;
 
 /** Serves the protocol on stdin/stdout until stdin closes or {@code shutdown} is called; exits 0. */
 public final class Main {
+    private static final Duration CLOSE_DEADLINE = Duration.ofSeconds(5);
+
     private Main() {
     }
 
@@ -31,11 +35,35 @@ public final class Main {
 
         ObjectMapper json = Json.mapper();
         BridgeService service = new BridgeService(json);
-        try (service) {
+        try {
             new StdioServer(new FileInputStream(FileDescriptor.in), protocolOut,
                     new Dispatcher(json, service), service::shutdownRequested, Runtime.getRuntime().maxMemory() / 4).run();
+        } finally {
+            Thread watchdog = haltAfter(CLOSE_DEADLINE);
+            service.close();
+            watchdog.interrupt();
         }
         protocolOut.flush();
         System.exit(0);
+    }
+
+    /**
+     * Closing releases the locks this bridge kept, which takes statements, and the shim does not wait for it when
+     * Meltano exits: a server that does not answer then must not keep the bridge alive. A lock not released goes stale.
+     */
+    private static Thread haltAfter(Duration deadline) {
+        Thread watchdog = new Thread(() -> {
+            try {
+                Thread.sleep(deadline.toMillis());
+            } catch (InterruptedException e) {
+                return;
+            }
+            LoggerFactory.getLogger(Main.class).warn("Closing took over {} s; exiting without it (a lock this bridge "
+                    + "kept goes stale after lock_timeout_seconds).", deadline.toSeconds());
+            Runtime.getRuntime().halt(1);
+        }, "exit-deadline");
+        watchdog.setDaemon(true);
+        watchdog.start();
+        return watchdog;
     }
 }
