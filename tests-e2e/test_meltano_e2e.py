@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import json
+import os
 import pathlib
 import re
 import shutil
@@ -447,47 +448,45 @@ def test_the_bridge_starts_early_from_the_project_files_too(meltano):
     assert not watch.seen and not EARLY.search(result.stderr), result.stderr
 
 
-def test_no_bridge_starts_where_another_backend_is_configured(meltano, tmp_path):
+def test_no_bridge_starts_for_another_backend_or_a_command_without_state(meltano, tmp_path):
     for uri in (f"file://{tmp_path}/state", "systemdb"):
         with BridgeWatch() as watch:
             meltano("state", "set", "--force", "dev:other", '{"singer_state": {"n": 2}}', MELTANO_STATE_BACKEND_URI=uri)
             assert json.loads(meltano("state", "get", "dev:other", MELTANO_STATE_BACKEND_URI=uri).stdout)
         assert not watch.seen, uri
+    meltano_project.write_rows(meltano.root, 1, 3)
+    with BridgeWatch() as watch:
+        meltano("invoke", "tap-csvlite")
+        meltano("config", "--help")
+    assert not watch.seen
     with BridgeWatch() as watch:  # the watch sees a bridge where there is one
         meltano("state", "list")
     assert len(watch.seen) == 1
 
 
-def _slow_invoke(meltano, **env: str) -> subprocess.Popen:
-    """`meltano invoke tap-csvlite` (no state) for ~10 s, logging at debug level to its stderr."""
-    meltano_project.write_rows(meltano.root, 1, 100)
-    return subprocess.Popen([meltano_project.meltano_executable(), "--log-level=debug", "invoke", "tap-csvlite"],
-                            cwd=meltano.root, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
-                            env=meltano_project.clean_env(**{**meltano.env, "TAP_CSVLITE_RECORD_DELAY_MS": "100", **env}))
-
-
-def _early_pid(process: subprocess.Popen) -> int:
-    for line in process.stderr:
-        if found := EARLY.search(line):
-            return int(found.group(1))
-    raise AssertionError(f"no bridge started early; exit code {process.wait()}")
-
-
-def test_an_early_bridge_nobody_adopts_holds_no_secret_and_ends_with_meltano(meltano):
+def test_an_early_bridge_nobody_adopts_holds_no_secret_and_ends_with_meltano(meltano, tmp_path):
     secret = "pw-" + uuid.uuid4().hex
     with BridgeWatch() as watch:
-        invoke = _slow_invoke(meltano, MELTANO_STATE_BACKEND_URI=_with(meltano.clickhouse.state_uri(), password=secret),
-                              MELTANO_STATE_BACKEND_CLICKHOUSE_PASSWORD=secret)
-        pid = _early_pid(invoke)
-        rest = invoke.communicate(timeout=120)[1]
-    assert invoke.returncode == 0, rest
-    assert not ADOPTED.search(rest), rest  # invoke does not touch state
-    assert not bridges_left(bridge_pids() - {pid}), "the early bridge outlived meltano"
-    assert list(watch.seen) == [pid] and secret.encode() not in watch.seen[pid]
+        result = meltano("--log-level=debug", "run", "--help",  # starts the bridge, then needs no state
+                         MELTANO_STATE_BACKEND_URI=_with(meltano.clickhouse.state_uri(), password=secret),
+                         MELTANO_STATE_BACKEND_CLICKHOUSE_PASSWORD=secret)
+    pids = [int(pid) for pid in EARLY.findall(result.stderr)]
+    assert list(watch.seen) == pids and len(pids) == 1 and not ADOPTED.search(result.stderr), result.stderr
+    assert secret.encode() not in watch.seen[pids[0]]  # (and `meltano(…)` checked that it is gone)
 
-    invoke = _slow_invoke(meltano)
-    pid = _early_pid(invoke)
-    invoke.send_signal(signal.SIGKILL)  # Meltano only: its atexit never runs
-    invoke.wait()
-    invoke.stderr.close()
+    # `meltano state set --input-file FIFO` starts the bridge and then waits for the FIFO before it asks for state
+    fifo = tmp_path / "state.fifo"
+    os.mkfifo(fifo)
+    waiting = subprocess.Popen([meltano_project.meltano_executable(), "--log-level=debug", "state", "set", "--force",
+                                "dev:fifo", "--input-file", str(fifo)], cwd=meltano.root, stdout=subprocess.DEVNULL,
+                               stderr=subprocess.PIPE, text=True, env=meltano_project.clean_env(**meltano.env))
+    never_for_ever = threading.Timer(60, waiting.kill)  # should the FIFO be waited on for ever
+    never_for_ever.daemon = True
+    never_for_ever.start()
+    pid = next((int(found.group(1)) for line in waiting.stderr if (found := EARLY.search(line))), None)
+    assert pid in bridge_pids(), f"no early bridge running; exit code {waiting.poll()}"
+    waiting.send_signal(signal.SIGKILL)  # Meltano only: its atexit never runs
+    waiting.wait()
+    waiting.stderr.close()
+    never_for_ever.cancel()
     assert not bridges_left(bridge_pids() - {pid}), "the early bridge outlived a SIGKILLed meltano"

@@ -80,24 +80,26 @@ def test_the_project_is_found_like_meltano_finds_it(project, monkeypatch, tmp_pa
     assert early.clickhouse_configured()
 
 
-def test_a_broken_meltano_yml_does_not_break_meltanos_start(project):
+def test_a_broken_meltano_yml_does_not_break_meltanos_start(project, monkeypatch):
     _yml(project, f"state_backend: [uri: {OURS}\n  : :\n")
     with pytest.raises(Exception):
         early.clickhouse_configured()
     import meltano.cli  # noqa: F401  as in the Meltano CLI, where the early start is made
 
+    monkeypatch.setattr(sys, "argv", ["meltano", "state", "list"])
     early.start_if_configured()  # no exception, and no bridge
     assert early.adopt() is None
 
 
 ADOPTION = textwrap.dedent("""
     import json, sys
-    if sys.argv[3] == "cli":
-        import meltano.cli  # the early start is for the Meltano CLI only
+    uri, schema, command = sys.argv[1], sys.argv[2], sys.argv[3:]
+    if command:  # as the Meltano CLI runs `meltano COMMAND…`
+        import meltano.cli
+        sys.argv = ["meltano", *command]
     from meltano_state_backend_clickhouse import early, settings  # Meltano's CLI imports settings while it starts
     from meltano_state_backend_clickhouse.backend import ClickhouseStateStoreManager
     early_pid = early._early.pid if early._early else None
-    uri, schema = sys.argv[1:3]
     first = ClickhouseStateStoreManager(uri=uri, schema=schema)
     same = ClickhouseStateStoreManager(uri=uri, schema=schema)
     other = ClickhouseStateStoreManager(uri=uri, schema=schema + "_other")
@@ -105,10 +107,10 @@ ADOPTION = textwrap.dedent("""
 """)
 
 
-def _pids(clickhouse, schema, tmp_path, mode: str) -> list[int | None]:
+def _pids(clickhouse, schema, tmp_path, *command: str) -> list[int | None]:
     env = {k: v for k, v in os.environ.items() if not k.startswith("MELTANO_")}
     env[early.URI_ENV] = clickhouse.state_uri()
-    result = subprocess.run([sys.executable, "-c", ADOPTION, clickhouse.state_uri(), schema, mode], cwd=tmp_path,
+    result = subprocess.run([sys.executable, "-c", ADOPTION, clickhouse.state_uri(), schema, *command], cwd=tmp_path,
                             env=env, capture_output=True, text=True, timeout=120)
     assert result.returncode == 0, result.stderr
     return json.loads(result.stdout)
@@ -116,10 +118,13 @@ def _pids(clickhouse, schema, tmp_path, mode: str) -> list[int | None]:
 
 def test_the_first_manager_adopts_the_early_bridge_and_another_configuration_starts_its_own(clickhouse, schema,
                                                                                             tmp_path):
-    early_pid, first, same, other = _pids(clickhouse, schema, tmp_path, "cli")
+    early_pid, first, same, other = _pids(clickhouse, schema, tmp_path, "state", "list")
     assert early_pid is not None and first == same == early_pid and other != early_pid
 
 
-def test_no_early_bridge_outside_the_meltano_cli(clickhouse, schema, tmp_path):
-    early_pid, first, same, other = _pids(clickhouse, schema, tmp_path, "library")
+@pytest.mark.parametrize("command", [(), ("config", "list", "meltano"), ("invoke", "tap-csvlite")],
+                         ids=["not the Meltano CLI", "meltano config", "meltano invoke"])
+def test_no_early_bridge_outside_the_meltano_cli_or_for_a_command_without_state(clickhouse, schema, tmp_path,
+                                                                               command):
+    early_pid, first, same, other = _pids(clickhouse, schema, tmp_path, *command)
     assert early_pid is None and first == same != other

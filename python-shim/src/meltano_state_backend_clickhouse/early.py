@@ -3,8 +3,8 @@
 Meltano imports our settings module (a `meltano.settings` entry point) while it reads the project, well before it
 builds a state store manager; a JVM started then has done most of its start-up by the time the manager needs it.
 It is started without settings, so it holds no connection and no secret until a manager adopts it and sends
-`initialize`. One that nobody adopts (a command that does not touch state) is killed at exit; if Meltano itself is
-killed, it sees EOF on stdin and exits like every bridge.
+`initialize`. One that nobody adopts (`meltano run --help`) is killed at exit; if Meltano itself is killed, it sees
+EOF on stdin and exits like every bridge.
 """
 from __future__ import annotations
 
@@ -20,15 +20,21 @@ from dotenv import dotenv_values
 from .process import BridgeProcess, BridgeStartError, logger
 
 SWITCH_ENV = "CLICKHOUSE_STATE_BRIDGE_EARLY"
+# The Meltano commands that use the state backend (`meltano schedule run` too). Any other would never adopt the JVM,
+# and its start would cost it ~25 ms on two cores.
+STATE_COMMANDS = frozenset({"run", "el", "elt", "state", "upgrade"})
 URI_ENV = "MELTANO_STATE_BACKEND_URI"
 _early: BridgeProcess | None = None
 _lock = threading.Lock()
 
 
 def start_if_configured() -> None:
-    """Starts the bridge when the Meltano CLI is starting and our backend looks configured."""
+    """Starts the bridge when the Meltano CLI is starting a command that uses state, and our backend looks
+    configured."""
     global _early
-    if "meltano.cli" not in sys.modules or os.environ.get(SWITCH_ENV, "").lower() in ("0", "false", "no", "off"):
+    if "meltano.cli" not in sys.modules or not STATE_COMMANDS.intersection(sys.argv[1:]):
+        return
+    if os.environ.get(SWITCH_ENV, "").lower() in ("0", "false", "no", "off"):
         return
     try:
         if not clickhouse_configured():
