@@ -1,6 +1,7 @@
 """The process client against the real bridge jar; these calls need no ClickHouse."""
 import os
 import signal
+import time
 import threading
 
 import pytest
@@ -109,6 +110,23 @@ def test_the_first_connected_bridge_writes_a_class_archive_that_later_bridges_ma
         assert _mapped(second.pid, archive)
     finally:
         second.stop()
+
+
+def test_writing_an_archive_keeps_the_three_newest_and_drops_abandoned_temporary_ones(clickhouse, archive):
+    archive.parent.mkdir(parents=True)
+    now = time.time()
+    others = [archive.parent / f"bridge-{i:016x}.jsa" for i in range(4)]  # of other jars, written 1-4 days ago
+    abandoned, in_progress = archive.with_name(archive.name + ".dead.tmp"), archive.with_name(archive.name + ".new.tmp")
+    for age_days, path in enumerate(others, start=1):
+        path.write_bytes(b"archive")
+        os.utime(path, (now - age_days * 86400,) * 2)
+    for path, age in ((abandoned, 7200), (in_progress, 10)):
+        path.write_bytes(b"part")
+        os.utime(path, (now - age,) * 2)
+
+    _connected_bridge(clickhouse).stop()
+    assert sorted(p.name for p in archive.parent.iterdir()) == sorted(
+        [archive.name, others[0].name, others[1].name, in_progress.name])
 
 
 def test_a_bridge_killed_before_its_exit_leaves_no_archive(clickhouse, archive):

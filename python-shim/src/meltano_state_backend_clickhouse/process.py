@@ -10,6 +10,7 @@ import shutil
 import subprocess
 import tempfile
 import threading
+import time
 import uuid
 
 logger = logging.getLogger("meltano_state_backend_clickhouse.bridge")
@@ -35,6 +36,18 @@ def archive_path(java: str, jar: pathlib.Path) -> pathlib.Path:
     identity = "|".join(f"{f}:{f.stat().st_size}:{f.stat().st_mtime_ns}" for f in (java_file, jar_file))
     cache = pathlib.Path(os.environ.get("XDG_CACHE_HOME") or pathlib.Path.home() / ".cache")
     return cache / "meltano-state-backend-clickhouse" / f"bridge-{hashlib.sha256(identity.encode()).hexdigest()[:16]}.jsa"
+
+
+def prune_archives(folder: pathlib.Path, keep: int = 3):
+    """Removes all but the `keep` newest archives (each Java and jar has its own, ~16 MB, and an upgrade leaves the
+    old one behind), and temporary ones an hour old (their bridge was killed before it could finish them)."""
+    try:
+        archives = sorted(folder.glob("bridge-*.jsa"), key=lambda p: p.stat().st_mtime, reverse=True)
+        abandoned = [tmp for tmp in folder.glob("bridge-*.jsa.*.tmp") if tmp.stat().st_mtime < time.time() - 3600]
+        for path in archives[keep:] + abandoned:
+            path.unlink(missing_ok=True)
+    except OSError as error:  # another bridge's file came or went meanwhile: the next prune gets it
+        logger.debug("Class data archives not pruned: %s", error)
 
 
 class BridgeStartError(RuntimeError):
@@ -112,6 +125,7 @@ class BridgeProcess:
         try:
             if self.initialized and self._popen.returncode == 0 and dump.is_file():
                 os.replace(dump, archive)
+                prune_archives(archive.parent)
             else:
                 dump.unlink(missing_ok=True)
         except OSError as error:
