@@ -185,16 +185,26 @@ class SharedBridge:
             return self._client
 
     def stop(self):
-        with self._lock:
-            if self._client is None:
-                return
-            client, self._client = self._client, None
+        client = self._take_client()
+        if client is None:
+            return
         try:
             if client.process.exit_code() is None:
                 client.call("shutdown")
         except (BridgeError, BridgeDiedError):
             pass
         client.process.stop()
+
+    def leave(self):
+        """Tells the bridge to exit without waiting for it (BridgeProcess.leave)."""
+        client = self._take_client()
+        if client is not None:
+            client.process.leave()
+
+    def _take_client(self) -> JsonRpcClient | None:
+        with self._lock:
+            client, self._client = self._client, None
+        return client
 
     @classmethod
     def leave_all(cls):
@@ -205,7 +215,4 @@ class SharedBridge:
             for bridge in bridges:
                 bridge._cancel_linger()
         for bridge in bridges:
-            with bridge._lock:
-                client, bridge._client = bridge._client, None
-            if client is not None:
-                client.process.leave()
+            bridge.leave()
