@@ -151,6 +151,12 @@ class Engine:
             if not _SETTING_NAME.match(name):
                 raise ClickHouseError(115, f"Code: 115. DB::Exception: Unknown setting '{name}'. (UNKNOWN_SETTING)")
         statement = Statement.parse(body)
+        query_settings = None
+        if statement.data is not None:
+            # An INSERT's settings go into its own SETTINGS clause, not into the session: each state INSERT has a
+            # deduplication token of its own, and a session per token would open a chDB session per INSERT.
+            query_settings = {name: _literal(value) for name, value in settings.items()}
+            settings = {}
         s = self._take(database, settings)
         keep = not _CHANGES_SESSION.match(body)
         spool = None
@@ -162,7 +168,7 @@ class Engine:
                 fd, spool = tempfile.mkstemp(dir=self._spool)
                 with os.fdopen(fd, "wb") as f:
                     f.write(statement.data)
-            res = s.run(statement.sql(infile=spool), statement.output_format or fmt, params)
+            res = s.run(statement.sql(infile=spool, settings=query_settings), statement.output_format or fmt, params)
             return Result(res.bytes(), statement.output_format or fmt, res.rows_read(), res.bytes_read(),
                           res.rows_written(), res.bytes_written(), int(res.elapsed() * 1e9))
         finally:

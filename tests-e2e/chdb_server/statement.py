@@ -30,13 +30,19 @@ class Statement:
         found = _TRAILING_FORMAT.search(self.text[-512:])  # only the end can hold it; a state makes SQL long
         return found.group(1) if found else None
 
-    def sql(self, infile: str | None = None) -> str:
-        """The statement for chDB, which reads an INSERT's rows from `infile` (where `data` was written)."""
+    def sql(self, infile: str | None = None, settings: dict[str, str] | None = None) -> str:
+        """The statement for chDB, which reads an INSERT's rows from `infile` (where `data` was written); `settings`
+        are the request's (name: SQL literal), which the statement's own SETTINGS clause overrides."""
         if self.data is None:
             return self.text
         head, clause = self.text, ""
         if self.settings_at is not None:
             head, clause = self.text[:self.settings_at], self.text[self.settings_at:]
+        if settings:
+            own = clause.strip()[len("SETTINGS"):].strip()
+            named = set(re.findall(r"(\w+)\s*=", own))
+            extra = ", ".join(f"{name} = {value}" for name, value in settings.items() if name not in named)
+            clause = "SETTINGS " + ", ".join(part for part in (own, extra) if part)
         path = infile.replace("\\", "\\\\").replace("'", "\\'")
         # Line breaks between the parts: either part may end in a `--` comment.
         return f"{head.rstrip()}\nFROM INFILE '{path}'\n{clause.rstrip()}\nFORMAT {self.input_format}"

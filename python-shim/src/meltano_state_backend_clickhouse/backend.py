@@ -2,6 +2,9 @@
 from __future__ import annotations
 
 import atexit
+import logging
+import os
+import sys
 import typing as t
 from contextlib import contextmanager
 
@@ -20,8 +23,22 @@ from .process import BridgeStartError, logger
 if t.TYPE_CHECKING:
     from collections.abc import Iterable, Iterator
 
-# No bridge outlives the interpreter, whether or not Meltano called close().
-atexit.register(SharedBridge.leave_all)
+
+
+def _leave_at_exit():
+    """No bridge outlives the interpreter, whether or not Meltano called close(), and the command does not end before
+    the last state is stored: if it cannot be, the command says so and exits 1 (an atexit handler can change the exit
+    code only by exiting itself)."""
+    failures = SharedBridge.leave_all()
+    if failures:
+        for failure in failures:
+            sys.stderr.write(f"ClickHouse state backend: {failure}\n")
+        sys.stderr.flush()
+        logging.shutdown()
+        os._exit(1)
+
+
+atexit.register(_leave_at_exit)
 
 _FAILURES = (BridgeError, BridgeDiedError, BridgeStartError)
 
@@ -96,9 +113,15 @@ class ClickhouseStateStoreManager(StateStoreManager):
         self.close()
 
     def close(self) -> None:
+        """Waits for the bridge to write what it kept back (within the retry budget), then lets the bridge go."""
         if self._bridge is not None:
             bridge, self._bridge = self._bridge, None
-            bridge.release()
+            try:
+                bridge.flush()
+            except _FAILURES as error:
+                raise _translate(error) from None
+            finally:
+                bridge.release()
 
     def migrate(self) -> None:
         """`meltano upgrade` (Meltano 4.2+): brings the tables up to date in place."""

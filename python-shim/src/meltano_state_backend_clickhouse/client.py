@@ -18,17 +18,17 @@ MISSING_SETTING = -32007
 # Not acquire_lock (the dead bridge may have taken the lock, which then has to go stale first) nor release_lock
 # (the lock of a dead bridge goes stale by itself).
 IDEMPOTENT = frozenset({"ping", "initialize", "migrate", "get", "set", "delete", "get_state_ids", "get_all", "set_all",
-                        "clear_all"})
+                        "clear_all", "flush"})
 
 
 def encode(message: dict) -> bytes:
     """The message as one line of JSON. orjson writes a 10 MB state in ~2 ms, json in ~70 ms; what orjson refuses
     (keys that are not strings, integers over 64 bits) is written by json. NaN and infinities, which JSON lacks,
-    become null with orjson."""
+    become null with orjson. A Decimal (Meltano's type for decimal settings) is written as its text."""
     try:
-        return orjson.dumps(message)
+        return orjson.dumps(message, default=str)
     except orjson.JSONEncodeError:
-        return json.dumps(message, separators=(",", ":")).encode()
+        return json.dumps(message, separators=(",", ":"), default=str).encode()
 
 
 class BridgeError(Exception):
@@ -195,6 +195,13 @@ class SharedBridge:
             pass
         client.process.stop()
 
+    def flush(self):
+        """Waits until the bridge has written every state it kept back (README.md, "Write interval"); raises
+        BridgeError naming each state id whose newest state could not be written."""
+        client = self._client
+        if client is not None and client.process.exit_code() is None and client.process.initialized:
+            client.call("flush")
+
     def leave(self):
         """Tells the bridge to exit without waiting for it (BridgeProcess.leave)."""
         client = self._take_client()
@@ -207,12 +214,19 @@ class SharedBridge:
         return client
 
     @classmethod
-    def leave_all(cls):
-        """At interpreter exit: every bridge is told to exit, none is waited for (Meltano's exit is not held up)."""
+    def leave_all(cls) -> list[str]:
+        """At interpreter exit: every bridge writes what it kept back, then is told to exit, and is not waited for.
+        Returns why states could not be written, if any could not."""
         with cls._registry_lock:
             bridges = list(cls._registry.values())
             cls._registry.clear()
             for bridge in bridges:
                 bridge._cancel_linger()
+        failures = []
         for bridge in bridges:
+            try:
+                bridge.flush()
+            except (BridgeError, BridgeDiedError) as error:
+                failures.append(str(error))
             bridge.leave()
+        return failures

@@ -39,7 +39,13 @@ RETRY_BUDGET_SECONDS = _setting("retry_budget_seconds", "Retry budget", "Seconds
 HISTORY_DAYS = _setting("history_days", "History days", "Days the history table keeps every state written "
                         "(default 30; 0: no history)", SettingKind.INTEGER)
 
+WRITE_INTERVAL_SECONDS = _setting("write_interval_seconds", "Write interval", "Seconds a state set under the lock "
+                                  "may wait in the bridge before it is written; it is always written before the lock "
+                                  "passes on and before the command ends (default 1; 0: every STATE message at once)",
+                                  SettingKind.DECIMAL)
+
 ALL = [HOST, PORT, DATABASE, USER, PASSWORD, SECURE, SCHEMA, TABLE, CA_CERT, CONNECT_TIMEOUT_SECONDS,
-       QUERY_TIMEOUT_SECONDS, LOCK_WAIT_SECONDS, CLUSTER, LOCK, RETRY_BUDGET_SECONDS, HISTORY_DAYS]
+       QUERY_TIMEOUT_SECONDS, LOCK_WAIT_SECONDS, CLUSTER, LOCK, RETRY_BUDGET_SECONDS, HISTORY_DAYS,
+       WRITE_INTERVAL_SECONDS]
 
 early.start_if_configured()

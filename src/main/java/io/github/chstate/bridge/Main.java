@@ -17,8 +17,6 @@ import java.time.Duration;
 
 /** Serves the protocol on stdin/stdout until stdin closes or {@code shutdown} is called; exits 0. */
 public final class Main {
-    private static final Duration CLOSE_DEADLINE = Duration.ofSeconds(5);
-
     private Main() {
     }
 
@@ -39,7 +37,7 @@ public final class Main {
             new StdioServer(new FileInputStream(FileDescriptor.in), protocolOut,
                     new Dispatcher(json, service), service::shutdownRequested, Runtime.getRuntime().maxMemory() / 4).run();
         } finally {
-            Thread watchdog = haltAfter(CLOSE_DEADLINE);
+            Thread watchdog = haltAfter(service.closeDeadline());
             service.close();
             watchdog.interrupt();
         }
@@ -48,8 +46,9 @@ public final class Main {
     }
 
     /**
-     * Closing releases the locks this bridge kept, which takes statements, and the shim does not wait for it when
-     * Meltano exits: a server that does not answer then must not keep the bridge alive. A lock not released goes stale.
+     * Closing writes what is pending and releases the locks this bridge kept, which takes statements, and the shim
+     * does not wait for it when Meltano exits (it flushed before): a server that does not answer then must not keep the
+     * bridge alive. A lock not released goes stale.
      */
     private static Thread haltAfter(Duration deadline) {
         Thread watchdog = new Thread(() -> {
@@ -58,8 +57,9 @@ public final class Main {
             } catch (InterruptedException e) {
                 return;
             }
-            LoggerFactory.getLogger(Main.class).warn("Closing took over {} s; exiting without it (a lock this bridge "
-                    + "kept goes stale after lock_timeout_seconds).", deadline.toSeconds());
+            LoggerFactory.getLogger(Main.class).warn("Closing took over {} s; exiting without it (a state not written "
+                    + "yet is lost, an older one stays; a lock this bridge kept goes stale after lock_timeout_seconds).",
+                    deadline.toSeconds());
             Runtime.getRuntime().halt(1);
         }, "exit-deadline");
         watchdog.setDaemon(true);

@@ -13,6 +13,7 @@ import java.time.Duration;
  * @param lock         which lock guards each state id's updates
  * @param retryBudget  how long a statement that failed for a passing reason is tried again (0: never)
  * @param historyDays  how many days the history table keeps each state written (0: no history)
+ * @param writeInterval how long a state set under the lock may wait in the bridge before it is written (0: never)
  */
 public record Settings(
         String host,
@@ -32,7 +33,8 @@ public record Settings(
         String cluster,
         LockKind lock,
         Duration retryBudget,
-        int historyDays) {
+        int historyDays,
+        Duration writeInterval) {
 
     /** The {@code lock} setting. */
     public enum LockKind {
@@ -46,7 +48,7 @@ public record Settings(
 
     public Settings withLock(LockKind kind) {
         return new Settings(host, port, database, user, password, secure, caCert, schema, table, connectTimeout,
-                queryTimeout, lockTimeout, lockRetry, lockWait, cluster, kind, retryBudget, historyDays);
+                queryTimeout, lockTimeout, lockRetry, lockWait, cluster, kind, retryBudget, historyDays, writeInterval);
     }
 
     /** The JDBC URL, without credentials. */

@@ -57,6 +57,9 @@ public interface BridgeApi {
     @JsonRpcMethod("release_lock")
     void releaseLock(@JsonRpcParam("token") String token);
 
+    @JsonRpcMethod("flush")
+    void flush();
+
     @JsonRpcMethod("shutdown")
     void shutdown();
 }

@@ -63,7 +63,7 @@ public final class BridgeService implements BridgeApi, AutoCloseable {
             rawSettings = raw;
             clickHouse = ch;
             lock = opened;
-            store = new StateStore(ch, tables, found.clock(), opened, found.deployment(), json);
+            store = new StateStore(ch, tables, found.clock(), opened, found.deployment(), json, parsed.writeInterval());
             log.debug("Connected to ClickHouse {} with {}", version, parsed);
             Map<String, Object> answer = new LinkedHashMap<>();
             answer.put("bridge_version", BRIDGE_VERSION);
@@ -148,7 +148,8 @@ public final class BridgeService implements BridgeApi, AutoCloseable {
             }
             retry = Duration.ofMillis(Math.round(retrySeconds * 1000));
         }
-        return lock.acquire(required("state_id", stateId), retry, settings.lockWait());
+        store.requireWritten(required("state_id", stateId));
+        return lock.acquire(stateId, retry, settings.lockWait());
     }
 
     @Override
@@ -158,12 +159,25 @@ public final class BridgeService implements BridgeApi, AutoCloseable {
     }
 
     @Override
+    public void flush() {
+        store().flush();
+    }
+
+    @Override
     public void shutdown() {
         shutdownRequested = true;
     }
 
     public boolean shutdownRequested() {
         return shutdownRequested;
+    }
+
+    /**
+     * How long {@link #close} may take: it writes what is pending and frees the locks, each statement tried again
+     * within the retry budget, but no bridge outlives its Meltano by much more.
+     */
+    public synchronized Duration closeDeadline() {
+        return Duration.ofSeconds(5).plus(settings == null ? Duration.ZERO : settings.retryBudget());
     }
 
     @Override

@@ -8,8 +8,7 @@ import org.slf4j.LoggerFactory;
 import java.time.Duration;
 import java.util.Map;
 import java.util.concurrent.ConcurrentHashMap;
-import java.util.concurrent.Executors;
-import java.util.concurrent.ScheduledExecutorService;
+import java.util.concurrent.ScheduledThreadPoolExecutor;
 import java.util.concurrent.TimeUnit;
 
 /**
@@ -52,16 +51,23 @@ public abstract class KeepingLock implements StateLock {
     protected final Duration staleAfter;
     private final Map<String, Grant> held = new ConcurrentHashMap<>(); // by token
     private final Map<String, Grant> kept = new ConcurrentHashMap<>(); // by state id: released by the caller only
-    private final ScheduledExecutorService releaser = Executors.newSingleThreadScheduledExecutor(r -> {
+    private final ScheduledThreadPoolExecutor releaser = new ScheduledThreadPoolExecutor(1, r -> {
         Thread t = new Thread(r, "lock-releaser");
         t.setDaemon(true);
         return t;
     });
+    private volatile BeforeFree beforeFree = (stateId, token, validUntil) -> { };
 
     protected KeepingLock(ClickHouse ch, Tables tables, Duration staleAfter) {
         this.ch = ch;
         this.tables = tables;
         this.staleAfter = staleAfter;
+        releaser.setExecuteExistingDelayedTasksAfterShutdownPolicy(false); // close() frees what is kept itself
+    }
+
+    @Override
+    public final void beforeFree(BeforeFree action) {
+        beforeFree = action;
     }
 
     /**
@@ -95,7 +101,7 @@ public abstract class KeepingLock implements StateLock {
                 }
                 yielded = true; // let the one waiting go first
             }
-            free(stateId, keptGrant.token);
+            freeGranted(keptGrant);
         }
         return grant(take(stateId, retry, wait, start, yielded));
     }
@@ -115,6 +121,26 @@ public abstract class KeepingLock implements StateLock {
         return null;
     }
 
+    @Override
+    public final long validUntil(String token) {
+        Grant grant = held.get(token);
+        if (grant == null) {
+            grant = kept.values().stream().filter(g -> g.token.equals(token)).findFirst().orElse(null);
+        }
+        return grant == null ? 0 : validUntil(grant);
+    }
+
+    /** Valid until {@code staleAfter} after it was taken: then another may take it over. */
+    private long validUntil(Grant grant) {
+        return grant.takenAt + staleAfter.toNanos();
+    }
+
+    /** Runs {@link BeforeFree}, then frees the lock in the table. */
+    private void freeGranted(Grant grant) {
+        beforeFree.run(grant.stateId, grant.token, validUntil(grant));
+        free(grant.stateId, grant.token);
+    }
+
     /**
      * When others were waiting as the lock was granted, frees it now. Otherwise answers at once and frees it
      * {@link #KEPT_AFTER_RELEASE} later, or on {@link #close}: Meltano takes the lock once per STATE message, so the
@@ -130,27 +156,40 @@ public abstract class KeepingLock implements StateLock {
                     + "bridge, or it was already released.");
         }
         if (grant.othersWaiting) {
-            free(grant.stateId, token);
+            freeGranted(grant);
             return;
         }
         kept.put(grant.stateId, grant);
         releaser.schedule(() -> releaseKept(grant), KEPT_AFTER_RELEASE.toMillis(), TimeUnit.MILLISECONDS);
     }
 
-    /** Frees every kept lock. */
+    /**
+     * Frees every kept lock, and every held one: a caller that never released it is gone (its Meltano exited). A
+     * release the timer is running is let finish first.
+     */
     @Override
     public final void close() {
-        releaser.shutdownNow();
+        releaser.shutdown();
+        try {
+            releaser.awaitTermination(1, TimeUnit.DAYS); // the bridge's exit deadline (Main) bounds this
+        } catch (InterruptedException e) {
+            Thread.currentThread().interrupt();
+        }
+        for (Grant grant : held.values()) {
+            if (held.remove(grant.token, grant)) {
+                kept.put(grant.stateId, grant);
+            }
+        }
         kept.values().forEach(this::releaseKept);
     }
 
     private void releaseKept(Grant grant) {
         if (kept.remove(grant.stateId, grant)) {
             try {
-                free(grant.stateId, grant.token);
+                freeGranted(grant);
             } catch (BridgeException e) {
-                log.warn("Could not release the lock on state id '{}' ({}); it goes stale after {} s.", grant.stateId,
-                        e.getMessage(), staleAfter.toMillis() / 1000.0);
+                log.warn("Could not release the lock on state id '{}': {} The lock goes stale after {} s.",
+                        grant.stateId, e.getMessage(), staleAfter.toMillis() / 1000.0);
             }
         }
     }

@@ -4,6 +4,16 @@ import java.time.Duration;
 
 /** A lock per state id, held around each of Meltano's updates; the store does not care which kind it is. */
 public interface StateLock extends AutoCloseable {
+    /** What runs before this bridge frees a lock in the table, while the lock is still its own. */
+    @FunctionalInterface
+    interface BeforeFree {
+        /**
+         * {@code validUntil}: until when (System.nanoTime) nobody else can take the lock over as stale. Throws when
+         * what it does fails; the lock is then not freed, and goes stale.
+         */
+        void run(String stateId, String token, long validUntil);
+    }
+
     /** Returns the token that releases the lock, or throws LOCK_NOT_ACQUIRED when {@code wait} has passed. */
     String acquire(String stateId, Duration retry, Duration wait);
 
@@ -16,7 +26,16 @@ public interface StateLock extends AutoCloseable {
      */
     String heldToken(String stateId);
 
-    /** Releases what this bridge still keeps. */
+    /**
+     * Until when (System.nanoTime) the lock granted with this token, held or kept after its release, stays this
+     * bridge's; 0 once it was freed.
+     */
+    long validUntil(String token);
+
+    /** Sets what runs before every freeing of a lock this bridge was granted (the store writes what it kept back). */
+    void beforeFree(BeforeFree action);
+
+    /** Frees every lock this bridge still holds or keeps, running {@link BeforeFree} for each. */
     @Override
     void close();
 }

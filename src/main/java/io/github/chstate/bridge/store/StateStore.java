@@ -14,6 +14,7 @@ import java.util.ArrayList;
 import java.util.HashMap;
 import java.util.Objects;
 import java.util.Set;
+import java.util.TreeMap;
 import java.util.TreeSet;
 import java.util.Collection;
 import java.util.LinkedHashMap;
@@ -48,32 +49,53 @@ public final class StateStore {
     private final StateLock lock;
     private final Deployment deployment;
     private final ObjectMapper json;
+    private final long writeIntervalNanos;
 
-    /** The newest version of an id as last read or written under the claim {@code token}. */
-    private record Known(String token, long versionMillis) {
+    /**
+     * What this bridge knows of an id under the lock {@code token}: the newest stored version, and the newest state
+     * (null until read or set), which is {@code pending} while it is set but not yet written.
+     *
+     * @param writtenAt when this bridge last wrote the id under the token (System.nanoTime), or null
+     */
+    private record Known(String token, long versionMillis, StoredState state, boolean pending, Long writtenAt) {
     }
 
     private final Map<String, Known> known = new ConcurrentHashMap<>();
+    /** Why pending states could not be written, by id: said by the next acquire of the id, or by {@link #flush()}. */
+    private final Map<String, String> failedWrites = new ConcurrentHashMap<>();
 
     public StateStore(ClickHouse ch, Tables tables, ServerClock clock, StateLock lock, Deployment deployment,
-                      ObjectMapper json) {
+                      ObjectMapper json, Duration writeInterval) {
         this.ch = ch;
         this.tables = tables;
         this.clock = clock;
         this.lock = lock;
         this.deployment = deployment;
         this.json = json;
+        this.writeIntervalNanos = writeInterval.toNanos();
+        lock.beforeFree(this::writePending);
     }
 
+    /**
+     * Under this bridge's lock and with a write interval, the newest state it knows, without a statement once it knows
+     * one; else the stored state (with {@code write_interval_seconds: 0}, every time: as an unlocked write of another
+     * process is seen under the lock).
+     */
     public StoredState get(String stateId) {
         String token = lock.heldToken(stateId);
+        Known last = known.get(stateId);
+        if (token == null) {
+            writeAllPending();
+        } else if (writeIntervalNanos > 0 && last != null && last.token.equals(token) && last.state != null) {
+            return last.state;
+        }
         List<StoredState> rows = ch.queryRowBinary("SELECT state_id, partial_state, completed_state, "
                 + "toUnixTimestamp64Milli(updated_at) FROM " + tables.state + " FINAL WHERE state_id = "
                 + Sql.literal(stateId) + deployment.readClause(), in -> {
                     StoredState state = row(in);
                     long version = RowBinary.readInt64(in);
                     if (token != null) {
-                        known.put(stateId, new Known(token, version));
+                        known.put(stateId, new Known(token, version, state, false, null));
                     }
                     return state;
                 });
@@ -81,16 +103,22 @@ public final class StateStore {
     }
 
     public List<StoredState> getAll(String pattern) {
+        writeAllPending();
         return ch.queryRowBinary("SELECT state_id, partial_state, completed_state FROM " + tables.state + " FINAL"
                 + matching(pattern) + " ORDER BY state_id" + deployment.readClause(), this::row);
     }
 
     public List<String> stateIds(String pattern) {
+        writeAllPending();
         return ch.query("SELECT state_id FROM " + tables.state + " FINAL" + matching(pattern) + " ORDER BY state_id"
                 + deployment.readClause(), rs -> rs.getString(1));
     }
 
-    /** Under this bridge's lock on the id, with the version it knows (see above); else as {@link #setAll}. */
+    /**
+     * Under this bridge's lock on the id: written when {@code write_interval_seconds} have passed since this bridge
+     * last wrote it under the lock (at once the first time), else kept back as pending until then, or until just
+     * before the lock is freed ({@link #writePending}), whichever comes first. Without the lock, as {@link #setAll}.
+     */
     public void set(StoredState state) {
         String id = state.stateId();
         String token = lock.heldToken(id);
@@ -98,11 +126,15 @@ public final class StateStore {
             setAll(List.of(state));
             return;
         }
-        Known last = known.remove(id);
-        long newest = last != null && last.token.equals(token) ? last.versionMillis : newestVersion(List.of(id));
-        long version = Math.max(clock.nowMillis(), newest + 1);
-        insert(List.of(state), version);
-        known.put(id, new Known(token, version));
+        Known last = known.get(id);
+        if (last != null && !last.token.equals(token)) {
+            last = null;
+        }
+        if (last != null && last.writtenAt != null && System.nanoTime() - last.writtenAt < writeIntervalNanos) {
+            known.put(id, new Known(token, last.versionMillis, state, true, last.writtenAt));
+            return;
+        }
+        write(state, token, lock.validUntil(token), last == null ? newestVersion(List.of(id)) : last.versionMillis);
     }
 
     /** Writes all states in one INSERT, with one version above the newest stored one of any of their ids. */
@@ -112,9 +144,78 @@ public final class StateStore {
         if (byId.isEmpty()) {
             return 0;
         }
+        writeAllPending();
         known.keySet().removeAll(byId.keySet());
-        insert(byId.values(), Math.max(clock.nowMillis(), newestVersion(byId.keySet()) + 1));
+        insert(byId.values(), Math.max(clock.nowMillis(), newestVersion(byId.keySet()) + 1), Long.MAX_VALUE);
         return byId.size();
+    }
+
+    /**
+     * Writes the state under the lock {@code token}, with a version above {@code newest}; tried again only while the
+     * lock is valid, so that it never lands after another took the lock over.
+     */
+    private synchronized void write(StoredState state, String token, long validUntil, long newest) {
+        long version = Math.max(clock.nowMillis(), newest + 1);
+        long startedAt = System.nanoTime();
+        insert(List.of(state), version, validUntil);
+        known.put(state.stateId(), new Known(token, version, state, false, startedAt));
+    }
+
+    /** Before the lock is freed: writes the state kept back under it, and forgets what is known under it. */
+    private synchronized void writePending(String stateId, String token, long validUntil) {
+        Known last = known.get(stateId);
+        if (last == null || !last.token.equals(token)) {
+            return;
+        }
+        try {
+            if (last.pending) {
+                write(last.state, token, validUntil, last.versionMillis);
+            }
+        } catch (BridgeException e) {
+            throw notWritten(stateId, e);
+        } finally {
+            known.computeIfPresent(stateId, (id, k) -> k.token.equals(token) ? null : k);
+        }
+    }
+
+    /** Writes every pending state, keeping the locks; failures are kept for {@link #flush} and {@link #requireWritten}. */
+    private synchronized void writeAllPending() {
+        known.forEach((stateId, last) -> {
+            if (last.pending) {
+                try {
+                    write(last.state, last.token, lock.validUntil(last.token), last.versionMillis);
+                } catch (BridgeException e) {
+                    notWritten(stateId, e);
+                    known.remove(stateId, last);
+                }
+            }
+        });
+    }
+
+    /** Remembers that the newest state of the id was not written, and why; the failure, to throw now. */
+    private BridgeException notWritten(String stateId, BridgeException e) {
+        String message = "The newest state of '" + stateId + "' could not be written to ClickHouse: " + e.getMessage()
+                + " The stored bookmark is an older one: the next run resumes from it and reads again what came after.";
+        failedWrites.put(stateId, message);
+        return new BridgeException(e.code(), message, e);
+    }
+
+    /** Before this bridge takes the id's lock: throws the failure of a pending write of it not said yet. */
+    public void requireWritten(String stateId) {
+        String failure = failedWrites.remove(stateId);
+        if (failure != null) {
+            throw new BridgeException(ErrorCode.CLICKHOUSE, failure);
+        }
+    }
+
+    /** Writes every pending state, keeping the locks; then throws what could not be written and was not said yet. */
+    public void flush() {
+        writeAllPending();
+        if (!failedWrites.isEmpty()) {
+            List<String> failures = new ArrayList<>(new TreeMap<>(failedWrites).values());
+            failedWrites.clear();
+            throw new BridgeException(ErrorCode.CLICKHOUSE, String.join(" ", failures));
+        }
     }
 
     /** The newest version stored for any of the ids, in milliseconds; 0 if none. */
@@ -127,9 +228,9 @@ public final class StateStore {
 
     /**
      * The states as data (RowBinary), not SQL. A fresh deduplication token: a request the driver re-sends is dropped
-     * as a duplicate, while an A → B → A rewrite is not.
+     * as a duplicate, while an A → B → A rewrite is not. No try after {@code deadline} (System.nanoTime).
      */
-    private void insert(Collection<StoredState> states, long versionMillis) {
+    private void insert(Collection<StoredState> states, long versionMillis, long deadline) {
         Map<String, String> settings = new LinkedHashMap<>(deployment.insertSettings());
         settings.put("async_insert", "0");
         settings.put("insert_deduplicate", "1");
@@ -141,11 +242,12 @@ public final class StateStore {
                 RowBinary.nullableBytes(out, s.completed().stored());
                 RowBinary.dateTime64Millis(out, versionMillis);
             }
-        });
+        }, deadline);
     }
 
     /** The newest {@code limit} versions of the id in the history table, newest first. */
     public List<StateVersion> history(String stateId, int limit) {
+        writeAllPending();
         return versions(stateId, historyRows(stateId, limit, Long.MAX_VALUE), limit);
     }
 
@@ -201,7 +303,8 @@ public final class StateStore {
                         + " days); list the versions with: python -m meltano_state_backend_clickhouse history '" + stateId + "'");
             }
             HistoryRow old = rows.get(0);
-            set(new StoredState(stateId, part(stateId, old.partial), part(stateId, old.completed)));
+            write(new StoredState(stateId, part(stateId, old.partial), part(stateId, old.completed)), token,
+                    lock.validUntil(token), newestVersion(List.of(stateId)));
             return new Restored(versions(stateId, rows, 1).get(0), history(stateId, 1).get(0));
         } finally {
             lock.release(token);
@@ -248,12 +351,14 @@ public final class StateStore {
     }
 
     public void delete(String stateId) {
+        writeAllPending();
         known.remove(stateId);
         ch.execute("DELETE FROM " + tables.state + " WHERE state_id = " + Sql.literal(stateId));
     }
 
     /** Removes every state; answers how many ids there were. */
     public long clearAll() {
+        writeAllPending();
         Long count = ch.queryOne("SELECT count() FROM " + tables.state + " FINAL" + deployment.readClause(),
                 rs -> rs.getLong(1));
         known.clear();
