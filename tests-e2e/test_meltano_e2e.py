@@ -590,3 +590,21 @@ def test_the_bridge_sigkilled_mid_run_leaves_a_bookmark_at_most_one_interval_old
         assert "'acquire_lock' was not sent again" in output, output
     else:
         assert _bookmark(meltano) == 200
+
+
+@pytest.mark.parametrize("interval", ["0", "0.5"])
+def test_the_write_interval_setting_reaches_the_bridge(meltano, interval):
+    """MELTANO_STATE_BACKEND_CLICKHOUSE_WRITE_INTERVAL_SECONDS (a decimal setting): 0 writes every STATE message."""
+    meltano_project.write_rows(meltano.root, 1, 100)
+    _with_tap_config(meltano, state_every=1)
+    meltano.env["MELTANO_STATE_BACKEND_CLICKHOUSE_WRITE_INTERVAL_SECONDS"] = interval
+    result = meltano("run", "tap-csvlite", "target-jsonlite")
+    output = result.stdout + result.stderr
+    [row] = meltano.query(f"SELECT count() AS n FROM `{meltano.schema}`.state_history WHERE state_id = '{STATE_ID}'")
+    updates = output.count("Incremental state has been updated")
+    assert updates >= 100, output
+    if interval == "0":
+        assert int(row["n"]) == updates
+    else:
+        assert 1 <= int(row["n"]) < updates / 2, (row, updates)
+    assert meltano.state()["singer_state"]["bookmarks"]["rows"]["replication_key_value"] == 100

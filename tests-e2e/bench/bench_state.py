@@ -87,12 +87,15 @@ def through_the_shim(uri: str, schema: str, table: Table, n: int, locks: list[st
     timed(30, set_)  # warm-up
     results = {"get": timed(n, lambda i: manager.get("bench:set")), "set": timed(n, set_)}
     for lock in locks:
-        with ClickhouseStateStoreManager(uri=uri, schema=schema, lock=lock) as locked:
-            def update(i, locked=locked):
-                locked.update(MeltanoState("bench:update", {"singer_state": {"bookmarks": {"s": {"v": i}}}}, {}))
+        for interval in (None, 0):  # None: the default write interval, 1 s
+            extra = {} if interval is None else {"write_interval_seconds": interval}
+            with ClickhouseStateStoreManager(uri=uri, schema=schema, lock=lock, **extra) as locked:
+                def update(i, locked=locked):
+                    locked.update(MeltanoState("bench:update", {"singer_state": {"bookmarks": {"s": {"v": i}}}}, {}))
 
-            timed(30, update)  # warm-up
-            results[f"update, lock: {lock} (Meltano's lock + get + merge + set)"] = timed(n, update)
+                timed(30, update)  # warm-up
+                name = f"update, lock: {lock}, write_interval_seconds: {1 if interval is None else interval}"
+                results[f"{name} (Meltano's lock + get + merge + set)"] = timed(n, update)
     manager.set_all([MeltanoState(f"ids:{i:05d}", {}, {"i": i}) for i in range(10_000)])
     results["get_state_ids over 10,000 ids"] = timed(max(20, n // 20), lambda i: list(manager.get_state_ids("ids:*")))
     for name, samples in results.items():
@@ -136,7 +139,16 @@ def large_states(url: str, uri: str, schema: str, table: Table, runs: int):
                       f"clickhouse-connect {floor:.0f} ms", f"{mine / floor:.2f}×")
 
 
-def meltano_cli(uri: str, schema: str, table: Table, runs: int, locks: list[str]):
+def meltano_cli(url: str, uri: str, schema: str, table: Table, runs: int, locks: list[str]):
+    endpoint = Endpoint(url)
+    direct = clickhouse_connect.get_client(host=endpoint.host, port=endpoint.port, username=endpoint.user,
+                                           password=endpoint.password)
+
+    def versions() -> int:
+        """The state INSERTs of the run's state id so far: the history table holds one version per INSERT."""
+        return direct.query(f"SELECT count() FROM `{schema}`.state_history WHERE state_id = "
+                            "'dev:tap-csvlite-to-target-jsonlite'").result_rows[0][0]
+
     work = pathlib.Path(tempfile.mkdtemp(prefix="bench-meltano-"))
     project = meltano_project.create(work / "project")
     ours = {"MELTANO_STATE_BACKEND_URI": uri, "MELTANO_STATE_BACKEND_CLICKHOUSE_SCHEMA": schema}
@@ -183,17 +195,27 @@ def meltano_cli(uri: str, schema: str, table: Table, runs: int, locks: list[str]
     yml.write_text(yml.read_text().replace(f"path: {project}/rows.csv", f"path: {project}/rows.csv\n      state_every: 1"))
     for lock in locks:
         backends[f"lock: {lock}"] = {**ours, "MELTANO_STATE_BACKEND_CLICKHOUSE_LOCK": lock}
+        backends[f"lock: {lock}, interval 0"] = {**backends[f"lock: {lock}"],
+                                                  "MELTANO_STATE_BACKEND_CLICKHOUSE_WRITE_INTERVAL_SECONDS": "0"}
     backends["history off"] = {**backends["lock: claims"], "MELTANO_STATE_BACKEND_CLICKHOUSE_HISTORY_DAYS": "0"}
-    totals = {name: [] for name in ["systemdb", *(f"lock: {lock}" for lock in locks), "history off"]}
+    runs_of = ["systemdb", *(f"lock: {lock}{interval}" for lock in locks for interval in ("", ", interval 0")),
+               "history off"]
+    totals = {name: [] for name in runs_of}
+    inserts = {name: [] for name in runs_of}
     for _ in range(3):  # in turns, as above
         for name, samples in totals.items():
             meltano(backends[name], "state", "clear", "--force", "dev:tap-csvlite-to-target-jsonlite")
+            before = versions()
             samples.append(meltano(backends[name], "run", "tap-csvlite", "target-jsonlite"))
+            inserts[name].append(versions() - before)
     base = statistics.median(totals["systemdb"])
     for lock in locks:
-        took = statistics.median(totals[f"lock: {lock}"])
-        table.add(f"4. `meltano run`, tap emitting 1,000 STATE messages (median of 3), lock: {lock}",
-                  f"clickhouse {took:.1f} s", f"systemdb {base:.1f} s", f"{took / base:.2f}× systemdb")
+        for interval in ("", ", interval 0"):
+            took = statistics.median(totals[f"lock: {lock}{interval}"])
+            sent = statistics.median(inserts[f"lock: {lock}{interval}"])
+            table.add(f"4. `meltano run`, tap emitting 1,000 STATE messages (median of 3), lock: {lock}, "
+                      f"write_interval_seconds: {0 if interval else 1}", f"clickhouse {took:.1f} s, {sent:.0f} INSERTs",
+                      f"systemdb {base:.1f} s", f"{took / base:.2f}× systemdb")
     with_history, without = statistics.median(totals["lock: claims"]), statistics.median(totals["history off"])
     table.add("4. the same run, lock: claims, with history (default) and without (`history_days: 0`)",
               f"with {with_history:.1f} s", f"without {without:.1f} s", f"{with_history / without:.2f}×")
@@ -218,7 +240,7 @@ def main():
         locks = ["claims", "keeper"] if probe._call("migrate")["lock"] == "keeper" else ["claims"]
     through_the_shim(uri, schema, table, n, locks)
     large_states(url, uri, schema, table, runs=int(os.environ.get("BENCH_RUNS", "5")))
-    meltano_cli(uri, schema, table, runs=int(os.environ.get("BENCH_RUNS", "5")), locks=locks)
+    meltano_cli(url, uri, schema, table, runs=int(os.environ.get("BENCH_RUNS", "5")), locks=locks)
     text = "\n".join([f"Measured {time.strftime('%Y-%m-%d')} on {machine()}.", "",
                       "| measure | result | compared with | ratio |", "|---|---|---|---|", *table.rows, ""])
     print(text)

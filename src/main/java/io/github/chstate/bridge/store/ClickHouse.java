@@ -152,11 +152,6 @@ public final class ClickHouse implements AutoCloseable {
      * RowBinary}, through the client under the pool's JDBC connection. {@code settings} are the statement's settings.
      */
     public void insert(String table, List<String> columns, Map<String, String> settings, Rows rows) {
-        insert(table, columns, settings, rows, Long.MAX_VALUE);
-    }
-
-    /** As {@link #insert(String, List, Map, Rows)}, tried again only until {@code deadline} (System.nanoTime). */
-    public void insert(String table, List<String> columns, Map<String, String> settings, Rows rows, long deadline) {
         InsertSettings insert = new InsertSettings();
         settings.forEach(insert::serverSetting);
         call(() -> {
@@ -165,7 +160,7 @@ public final class ClickHouse implements AutoCloseable {
                 client.insert(table, columns, rows::write, ClickHouseFormat.RowBinary, insert).get().close();
                 return null;
             }
-        }, deadline);
+        });
     }
 
     /** Runs a query whose rows come back as RowBinary data, read by {@code row}; see {@link #insert}. */
@@ -187,17 +182,13 @@ public final class ClickHouse implements AutoCloseable {
 
     /** Every statement goes through here: tried again per {@link Retry}, its failure translated. */
     private <T> T call(Retry.Attempt<T> attempt) {
-        return call(attempt, Long.MAX_VALUE);
-    }
-
-    private <T> T call(Retry.Attempt<T> attempt, long deadline) {
         return retry.run(() -> {
             try {
                 return attempt.run();
             } catch (ExecutionException e) { // the driver's futures wrap what went wrong
                 throw e.getCause() instanceof Exception cause ? cause : e;
             }
-        }, this::translate, deadline);
+        }, this::translate);
     }
 
     @Override

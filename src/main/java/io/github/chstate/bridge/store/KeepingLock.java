@@ -56,7 +56,7 @@ public abstract class KeepingLock implements StateLock {
         t.setDaemon(true);
         return t;
     });
-    private volatile BeforeFree beforeFree = (stateId, token, validUntil) -> { };
+    private volatile BeforeFree beforeFree = (stateId, token) -> { };
 
     protected KeepingLock(ClickHouse ch, Tables tables, Duration staleAfter) {
         this.ch = ch;
@@ -121,23 +121,9 @@ public abstract class KeepingLock implements StateLock {
         return null;
     }
 
-    @Override
-    public final long validUntil(String token) {
-        Grant grant = held.get(token);
-        if (grant == null) {
-            grant = kept.values().stream().filter(g -> g.token.equals(token)).findFirst().orElse(null);
-        }
-        return grant == null ? 0 : validUntil(grant);
-    }
-
-    /** Valid until {@code staleAfter} after it was taken: then another may take it over. */
-    private long validUntil(Grant grant) {
-        return grant.takenAt + staleAfter.toNanos();
-    }
-
     /** Runs {@link BeforeFree}, then frees the lock in the table. */
     private void freeGranted(Grant grant) {
-        beforeFree.run(grant.stateId, grant.token, validUntil(grant));
+        beforeFree.run(grant.stateId, grant.token);
         free(grant.stateId, grant.token);
     }
 

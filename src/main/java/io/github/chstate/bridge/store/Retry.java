@@ -70,11 +70,8 @@ final class Retry {
         this.endpoint = endpoint;
     }
 
-    /**
-     * Runs {@code attempt} until it succeeds or fails for good; {@code translate} turns the last failure into ours. No
-     * try starts after {@code deadline} (System.nanoTime; {@link Long#MAX_VALUE}: none), even within the budget.
-     */
-    <T> T run(Attempt<T> attempt, Function<Exception, BridgeException> translate, long deadline) {
+    /** Runs {@code attempt} until it succeeds or fails for good; {@code translate} turns the last failure into ours. */
+    <T> T run(Attempt<T> attempt, Function<Exception, BridgeException> translate) {
         long start = System.nanoTime();
         Duration pause = FIRST_PAUSE;
         for (int tries = 1; ; tries++) {
@@ -84,17 +81,14 @@ final class Retry {
                 return result;
             } catch (Exception e) {
                 String reason = transientReason(e);
-                long now = System.nanoTime();
-                Duration left = budget.minusNanos(now - start);
-                boolean pastDeadline = deadline - now < pause.toNanos();
-                if (reason == null || !reached && isConnectFailure(e) || left.compareTo(pause) < 0 || pastDeadline) {
+                Duration left = budget.minusNanos(System.nanoTime() - start);
+                if (reason == null || !reached && isConnectFailure(e) || left.compareTo(pause) < 0) {
                     BridgeException failure = translate.apply(e);
-                    if (tries == 1 && !pastDeadline) {
+                    if (tries == 1) {
                         throw failure;
                     }
                     throw new BridgeException(failure.code(), failure.getMessage() + " Tried " + tries + " times in "
-                            + (now - start) / 1_000_000_000 + " s (" + (pastDeadline && left.compareTo(pause) >= 0
-                            ? "no more: the lock it was written under would go stale" : "retry_budget_seconds") + ").", e);
+                            + (System.nanoTime() - start) / 1_000_000_000 + " s (retry_budget_seconds).", e);
                 }
                 log.warn("A statement to ClickHouse at {} failed ({}); trying again in {} ms, for up to {} s more "
                         + "(retry_budget_seconds).", endpoint, reason, pause.toMillis(), left.toSeconds());

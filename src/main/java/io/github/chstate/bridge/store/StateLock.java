@@ -7,11 +7,8 @@ public interface StateLock extends AutoCloseable {
     /** What runs before this bridge frees a lock in the table, while the lock is still its own. */
     @FunctionalInterface
     interface BeforeFree {
-        /**
-         * {@code validUntil}: until when (System.nanoTime) nobody else can take the lock over as stale. Throws when
-         * what it does fails; the lock is then not freed, and goes stale.
-         */
-        void run(String stateId, String token, long validUntil);
+        /** Throws when what it does fails; the lock is then not freed, and goes stale. */
+        void run(String stateId, String token);
     }
 
     /** Returns the token that releases the lock, or throws LOCK_NOT_ACQUIRED when {@code wait} has passed. */
@@ -25,12 +22,6 @@ public interface StateLock extends AutoCloseable {
      * else has held the id since it was granted: what this bridge read or wrote under it is still the newest.
      */
     String heldToken(String stateId);
-
-    /**
-     * Until when (System.nanoTime) the lock granted with this token, held or kept after its release, stays this
-     * bridge's; 0 once it was freed.
-     */
-    long validUntil(String token);
 
     /** Sets what runs before every freeing of a lock this bridge was granted (the store writes what it kept back). */
     void beforeFree(BeforeFree action);

@@ -35,6 +35,12 @@ import java.util.stream.Collectors;
  * update: get, merge, set) nobody else writes the id, so the version this bridge last read or wrote under the same
  * lock is still the newest, and the set is one statement: the INSERT.
  *
+ * <p>Under the lock, with a write interval, a set is kept back (pending) until the interval since the id's last
+ * write has passed, and a get answers with the newest state set: Meltano's run sends an INSERT a second, not one per
+ * STATE message. What is pending is written before the lock is freed ({@link StateLock.BeforeFree}), before every
+ * call that reads more than its own locked id or writes without the lock, and on {@link #flush}: a bookmark is
+ * stored late, never lost while the bridge lives, never newer than emitted.
+ *
  * <p>States go to the server as data (RowBinary), never inside SQL, and come back as text ({@link StatePart}): the
  * server need not parse a 20 MB literal, nor the bridge build and write a tree of it.
  *
@@ -134,7 +140,7 @@ public final class StateStore {
             known.put(id, new Known(token, last.versionMillis, state, true, last.writtenAt));
             return;
         }
-        write(state, token, lock.validUntil(token), last == null ? newestVersion(List.of(id)) : last.versionMillis);
+        write(state, token, last == null ? newestVersion(List.of(id)) : last.versionMillis);
     }
 
     /** Writes all states in one INSERT, with one version above the newest stored one of any of their ids. */
@@ -146,30 +152,27 @@ public final class StateStore {
         }
         writeAllPending();
         known.keySet().removeAll(byId.keySet());
-        insert(byId.values(), Math.max(clock.nowMillis(), newestVersion(byId.keySet()) + 1), Long.MAX_VALUE);
+        insert(byId.values(), Math.max(clock.nowMillis(), newestVersion(byId.keySet()) + 1));
         return byId.size();
     }
 
-    /**
-     * Writes the state under the lock {@code token}, with a version above {@code newest}; tried again only while the
-     * lock is valid, so that it never lands after another took the lock over.
-     */
-    private synchronized void write(StoredState state, String token, long validUntil, long newest) {
+    /** Writes the state under the lock {@code token}, with a version above {@code newest}. */
+    private synchronized void write(StoredState state, String token, long newest) {
         long version = Math.max(clock.nowMillis(), newest + 1);
         long startedAt = System.nanoTime();
-        insert(List.of(state), version, validUntil);
+        insert(List.of(state), version);
         known.put(state.stateId(), new Known(token, version, state, false, startedAt));
     }
 
     /** Before the lock is freed: writes the state kept back under it, and forgets what is known under it. */
-    private synchronized void writePending(String stateId, String token, long validUntil) {
+    private synchronized void writePending(String stateId, String token) {
         Known last = known.get(stateId);
         if (last == null || !last.token.equals(token)) {
             return;
         }
         try {
             if (last.pending) {
-                write(last.state, token, validUntil, last.versionMillis);
+                write(last.state, token, last.versionMillis);
             }
         } catch (BridgeException e) {
             throw notWritten(stateId, e);
@@ -183,7 +186,7 @@ public final class StateStore {
         known.forEach((stateId, last) -> {
             if (last.pending) {
                 try {
-                    write(last.state, last.token, lock.validUntil(last.token), last.versionMillis);
+                    write(last.state, last.token, last.versionMillis);
                 } catch (BridgeException e) {
                     notWritten(stateId, e);
                     known.remove(stateId, last);
@@ -228,9 +231,9 @@ public final class StateStore {
 
     /**
      * The states as data (RowBinary), not SQL. A fresh deduplication token: a request the driver re-sends is dropped
-     * as a duplicate, while an A → B → A rewrite is not. No try after {@code deadline} (System.nanoTime).
+     * as a duplicate, while an A → B → A rewrite is not.
      */
-    private void insert(Collection<StoredState> states, long versionMillis, long deadline) {
+    private void insert(Collection<StoredState> states, long versionMillis) {
         Map<String, String> settings = new LinkedHashMap<>(deployment.insertSettings());
         settings.put("async_insert", "0");
         settings.put("insert_deduplicate", "1");
@@ -242,7 +245,7 @@ public final class StateStore {
                 RowBinary.nullableBytes(out, s.completed().stored());
                 RowBinary.dateTime64Millis(out, versionMillis);
             }
-        }, deadline);
+        });
     }
 
     /** The newest {@code limit} versions of the id in the history table, newest first. */
@@ -304,7 +307,7 @@ public final class StateStore {
             }
             HistoryRow old = rows.get(0);
             write(new StoredState(stateId, part(stateId, old.partial), part(stateId, old.completed)), token,
-                    lock.validUntil(token), newestVersion(List.of(stateId)));
+                    newestVersion(List.of(stateId)));
             return new Restored(versions(stateId, rows, 1).get(0), history(stateId, 1).get(0));
         } finally {
             lock.release(token);
