@@ -24,7 +24,6 @@ if t.TYPE_CHECKING:
     from collections.abc import Iterable, Iterator
 
 
-
 def _leave_at_exit():
     """No bridge outlives the interpreter, whether or not Meltano called close(), and the command does not end before
     the last state is stored: if it cannot be, the command says so and exits 1 (an atexit handler can change the exit
