@@ -594,7 +594,7 @@ def test_the_bridge_sigkilled_mid_run_leaves_a_bookmark_at_most_one_interval_old
 
 @pytest.mark.parametrize("interval", ["0", "0.5"])
 def test_the_write_interval_setting_reaches_the_bridge(meltano, interval):
-    """MELTANO_STATE_BACKEND_CLICKHOUSE_WRITE_INTERVAL_SECONDS (a decimal setting): 0 writes every STATE message."""
+    """MELTANO_STATE_BACKEND_CLICKHOUSE_WRITE_INTERVAL_SECONDS (seconds, fractions too): 0 writes every STATE message."""
     meltano_project.write_rows(meltano.root, 1, 100)
     _with_tap_config(meltano, state_every=1)
     meltano.env["MELTANO_STATE_BACKEND_CLICKHOUSE_WRITE_INTERVAL_SECONDS"] = interval

@@ -39,10 +39,10 @@ RETRY_BUDGET_SECONDS = _setting("retry_budget_seconds", "Retry budget", "Seconds
 HISTORY_DAYS = _setting("history_days", "History days", "Days the history table keeps every state written "
                         "(default 30; 0: no history)", SettingKind.INTEGER)
 
+# A string, not a decimal: Meltano 3.7 has no SettingKind.DECIMAL, and the bridge reads "0.5" as it reads 0.5.
 WRITE_INTERVAL_SECONDS = _setting("write_interval_seconds", "Write interval", "Seconds a state set under the lock "
                                   "may wait in the bridge before it is written; it is always written before the lock "
-                                  "passes on and before the command ends (default 1; 0: every STATE message at once)",
-                                  SettingKind.DECIMAL)
+                                  "passes on and before the command ends (default 1; 0: every STATE message at once)")
 
 ALL = [HOST, PORT, DATABASE, USER, PASSWORD, SECURE, SCHEMA, TABLE, CA_CERT, CONNECT_TIMEOUT_SECONDS,
        QUERY_TIMEOUT_SECONDS, LOCK_WAIT_SECONDS, CLUSTER, LOCK, RETRY_BUDGET_SECONDS, HISTORY_DAYS,
