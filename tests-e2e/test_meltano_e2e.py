@@ -244,14 +244,20 @@ def test_settings_from_meltano_yml_and_env_override_the_uri(meltano, clickhouse)
     assert meltano.state("dev:yml") == {"singer_state": {"from": "yml"}}
 
 
+def _with_tap_config(root: pathlib.Path, **config: int):
+    """Adds settings to the tap's config in the project's meltano.yml."""
+    yml = root / "meltano.yml"
+    extra = "".join(f"\n      {key}: {value}" for key, value in config.items())
+    yml.write_text(yml.read_text().replace(f"path: {root}/rows.csv", f"path: {root}/rows.csv{extra}"))
+
+
 def test_two_concurrent_runs_on_one_state_id(meltano, installed_project, tmp_path):
     """Two projects (same project and job, so the same state id), each with its own system database, run at once."""
     runs = []
     for name in ("a", "b"):
         root = copy_project(installed_project, tmp_path / name)
         meltano_project.write_rows(root, 1, 40)
-        yml = root / "meltano.yml"
-        yml.write_text(yml.read_text().replace(f"path: {root}/rows.csv", f"path: {root}/rows.csv\n      state_every: 1"))
+        _with_tap_config(root, state_every=1)
         env = meltano_project.clean_env(**meltano.env, MELTANO_DATABASE_URI=f"sqlite:///{tmp_path}/{name}.db")
         runs.append(subprocess.Popen([meltano_project.meltano_executable(), "run", "tap-csvlite", "target-jsonlite"],
                                      cwd=root, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True))
@@ -313,9 +319,7 @@ def test_a_run_survives_a_clickhouse_restart_in_its_middle(installed_project, tm
     meltano = Meltano(copy_project(installed_project, tmp_path / "restart"),
                       Endpoint(local_clickhouse.url_with_credentials), "e2e_" + uuid.uuid4().hex[:10])
     meltano_project.write_rows(meltano.root, 1, 300)
-    yml = meltano.root / "meltano.yml"
-    yml.write_text(yml.read_text().replace(f"path: {meltano.root}/rows.csv",
-                                           f"path: {meltano.root}/rows.csv\n      state_every: 1\n      record_delay_ms: 60"))
+    _with_tap_config(meltano.root, state_every=1, record_delay_ms=60)
     run = subprocess.Popen([meltano_project.meltano_executable(), "run", "tap-csvlite", "target-jsonlite"],
                            cwd=meltano.root, text=True, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                            env=meltano_project.clean_env(**meltano.env))
@@ -492,16 +496,10 @@ def test_an_early_bridge_nobody_adopts_holds_no_secret_and_ends_with_meltano(mel
     assert not bridges_left(before), "the early bridge outlived a SIGKILLed meltano"
 
 
-def _with_tap_config(meltano, **config: int):
-    yml = meltano.root / "meltano.yml"
-    extra = "".join(f"\n      {key}: {value}" for key, value in config.items())
-    yml.write_text(yml.read_text().replace(f"path: {meltano.root}/rows.csv", f"path: {meltano.root}/rows.csv{extra}"))
-
-
 def test_state_get_right_after_a_run_shows_its_last_bookmark_every_time(meltano):
     """The run's last states wait in the bridge (write_interval_seconds, default 1 s): the run ends after they are
     stored, never before."""
-    _with_tap_config(meltano, state_every=1)
+    _with_tap_config(meltano.root, state_every=1)
     for run in range(1, 21):
         meltano_project.write_rows(meltano.root, 1000 * (run - 1) + 1, 1000 * run)
         meltano("run", "tap-csvlite", "target-jsonlite")
@@ -552,7 +550,7 @@ class _LiveRun:
 def test_meltano_sigkilled_mid_run_leaves_the_last_bookmark_it_updated(meltano):
     """The bridge sees EOF on stdin and writes what it kept back before it exits."""
     meltano_project.write_rows(meltano.root, 1, 400)
-    _with_tap_config(meltano, state_every=1, record_delay_ms=50)
+    _with_tap_config(meltano.root, state_every=1, record_delay_ms=50)
     run = _LiveRun(meltano)
     run.wait_for_updates(30)
     bridge = run.bridge()
@@ -572,7 +570,7 @@ def test_the_bridge_sigkilled_mid_run_leaves_a_bookmark_at_most_one_interval_old
     """The bridge's own death loses only what it kept back: at most write_interval_seconds of bookmarks; the shim
     starts a new bridge and the run ends with every bookmark stored."""
     meltano_project.write_rows(meltano.root, 1, 200)
-    _with_tap_config(meltano, state_every=1, record_delay_ms=50)
+    _with_tap_config(meltano.root, state_every=1, record_delay_ms=50)
     run = _LiveRun(meltano)
     try:
         run.wait_for_updates(40)
@@ -596,7 +594,7 @@ def test_the_bridge_sigkilled_mid_run_leaves_a_bookmark_at_most_one_interval_old
 def test_the_write_interval_setting_reaches_the_bridge(meltano, interval):
     """MELTANO_STATE_BACKEND_CLICKHOUSE_WRITE_INTERVAL_SECONDS (seconds, fractions too): 0 writes every STATE message."""
     meltano_project.write_rows(meltano.root, 1, 100)
-    _with_tap_config(meltano, state_every=1)
+    _with_tap_config(meltano.root, state_every=1)
     meltano.env["MELTANO_STATE_BACKEND_CLICKHOUSE_WRITE_INTERVAL_SECONDS"] = interval
     result = meltano("run", "tap-csvlite", "target-jsonlite")
     output = result.stdout + result.stderr

@@ -171,11 +171,7 @@ public final class StateStore {
             return;
         }
         try {
-            if (last.pending) {
-                write(last.state, token, last.versionMillis);
-            }
-        } catch (BridgeException e) {
-            throw notWritten(stateId, e);
+            writeIfPending(stateId, last);
         } finally {
             known.computeIfPresent(stateId, (id, k) -> k.token.equals(token) ? null : k);
         }
@@ -184,23 +180,31 @@ public final class StateStore {
     /** Writes every pending state, keeping the locks; failures are kept for {@link #flush} and {@link #requireWritten}. */
     private synchronized void writeAllPending() {
         known.forEach((stateId, last) -> {
-            if (last.pending) {
-                try {
-                    write(last.state, last.token, last.versionMillis);
-                } catch (BridgeException e) {
-                    notWritten(stateId, e);
-                    known.remove(stateId, last);
-                }
+            try {
+                writeIfPending(stateId, last);
+            } catch (BridgeException e) {
+                known.remove(stateId, last);
             }
         });
     }
 
-    /** Remembers that the newest state of the id was not written, and why; the failure, to throw now. */
-    private BridgeException notWritten(String stateId, BridgeException e) {
-        String message = "The newest state of '" + stateId + "' could not be written to ClickHouse: " + e.getMessage()
-                + " The stored bookmark is an older one: the next run resumes from it and reads again what came after.";
-        failedWrites.put(stateId, message);
-        return new BridgeException(e.code(), message, e);
+    /**
+     * Writes the state if it is pending. If that fails, remembers that the newest state of the id was not written, and
+     * why, and throws that.
+     */
+    private void writeIfPending(String stateId, Known last) {
+        if (!last.pending) {
+            return;
+        }
+        try {
+            write(last.state, last.token, last.versionMillis);
+        } catch (BridgeException e) {
+            String message = "The newest state of '" + stateId + "' could not be written to ClickHouse: "
+                    + e.getMessage() + " The stored bookmark is an older one: the next run resumes from it and reads "
+                    + "again what came after.";
+            failedWrites.put(stateId, message);
+            throw new BridgeException(e.code(), message, e);
+        }
     }
 
     /** Before this bridge takes the id's lock: throws the failure of a pending write of it not said yet. */
