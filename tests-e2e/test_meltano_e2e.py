@@ -606,3 +606,61 @@ def test_the_write_interval_setting_reaches_the_bridge(meltano, interval):
     else:
         assert 1 <= int(row["n"]) < updates / 2, (row, updates)
     assert meltano.state()["singer_state"]["bookmarks"]["rows"]["replication_key_value"] == 100
+
+
+def _check(meltano, *args: str, **env: str) -> subprocess.CompletedProcess:
+    """`python -m meltano_state_backend_clickhouse check` in the project, with the test's settings."""
+    return subprocess.run([sys.executable, "-m", "meltano_state_backend_clickhouse", "check", *args],
+                          cwd=meltano.root, env=meltano_project.clean_env(**{**meltano.env, **env}),
+                          capture_output=True, text=True, timeout=120)
+
+
+def _statuses(result: subprocess.CompletedProcess) -> dict[str, str]:
+    return {line["check"]: line["status"] for line in json.loads(result.stdout)["checks"]}
+
+
+def test_check_says_all_is_well_and_leaves_nothing_behind(meltano):
+    result = _check(meltano)
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert re.search(r"^OK +lock +claims \(lock: auto", result.stdout, re.MULTILINE), result.stdout
+    for check in ("java", "bridge start", "connection", "clock", "deployment", "tables", "grant insert", "keepermap"):
+        assert re.search(rf"^OK +{check} ", result.stdout, re.MULTILINE), result.stdout
+    assert meltano.query(f"SELECT name FROM system.databases WHERE name = '{meltano.schema}' OR name LIKE "
+                         "'\\\\_meltano\\\\_check\\\\_%'") == []  # no state table, no scratch database made for good
+
+    meltano("state", "set", "--force", "dev:a", '{"singer_state": {"n": 1}}')
+    answer = _check(meltano, "--json")
+    assert answer.returncode == 0 and json.loads(answer.stdout)["ok"] is True, answer.stdout
+    [tables] = [line for line in json.loads(answer.stdout)["checks"] if line["check"] == "tables"]
+    assert "1 state ids" in tables["detail"], tables
+    assert meltano.query(f"SELECT name FROM system.tables WHERE database = '{meltano.schema}' AND name LIKE "
+                         "'%check%'") == []
+    assert meltano.state("dev:a") == {"singer_state": {"n": 1}}
+
+
+def test_check_on_the_keeper_pair_chooses_the_keeper_lock(installed_project, tmp_path, keeper_clickhouses, recorder):
+    meltano = Meltano(copy_project(installed_project, tmp_path / "keeper"), keeper_clickhouses[1],
+                      "e2e_" + uuid.uuid4().hex[:10], recorder)
+    result = _check(meltano, "--json")
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert set(_statuses(result).values()) == {"OK"}, result.stdout
+    [lock] = [line for line in json.loads(result.stdout)["checks"] if line["check"] == "lock"]
+    assert lock["detail"].startswith("keeper"), lock
+
+
+@pytest.mark.parametrize("case", ["wrong password", "unreachable port", "lock keeper without Keeper"])
+def test_check_fails_with_the_fix(meltano, case):
+    uri = meltano.clickhouse.state_uri()
+    env, failing = {
+        "wrong password": ({"MELTANO_STATE_BACKEND_URI": _with(uri, password="not-the-password")}, "connection"),
+        "unreachable port": ({"MELTANO_STATE_BACKEND_URI": _with(uri, host_port="127.0.0.1:1")}, "connection"),
+        "lock keeper without Keeper": ({"MELTANO_STATE_BACKEND_CLICKHOUSE_LOCK": "keeper"}, "lock"),
+    }[case]
+    text = _check(meltano, **env)
+    answer = _check(meltano, "--json", **env)
+    assert text.returncode == answer.returncode == 1, text.stdout + text.stderr
+    assert re.search(rf"^FAIL +{failing} ", text.stdout, re.MULTILINE), text.stdout
+    assert _statuses(answer)[failing] == "FAIL"
+    assert "not-the-password" not in text.stdout + text.stderr + answer.stdout + answer.stderr
+    if case == "lock keeper without Keeper":
+        assert "keeper_map_path_prefix" in text.stdout

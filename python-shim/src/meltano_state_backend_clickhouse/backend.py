@@ -93,13 +93,17 @@ class ClickhouseStateStoreManager(StateStoreManager):
         given = {key: kwargs.pop(key) for key in SETTING_KEYS if key in kwargs}
         super().__init__(**kwargs)
         self.uri = uri
-        self.settings = {"uri": uri, "lock_timeout_seconds": lock_timeout_seconds,
-                         "lock_retry_seconds": lock_retry_seconds,
-                         **{k: v for k, v in given.items() if v is not None}}
+        self.settings = self.bridge_settings(uri, lock_timeout_seconds, lock_retry_seconds, **given)
         try:
             self._bridge: SharedBridge | None = SharedBridge.acquire(self.settings)
         except _FAILURES as error:
             raise _translate(error) from None
+
+    @staticmethod
+    def bridge_settings(uri: str, lock_timeout_seconds: int = 10, lock_retry_seconds: int = 1, **given: t.Any) -> dict:
+        """What the bridge's `initialize` gets from Meltano's settings: one of ours that is None is not set."""
+        return {"uri": uri, "lock_timeout_seconds": lock_timeout_seconds, "lock_retry_seconds": lock_retry_seconds,
+                **{k: v for k, v in given.items() if v is not None}}
 
     def _call(self, method: str, params: dict | None = None) -> t.Any:
         return self._call_with_bridge(method, params)[0]

@@ -1,4 +1,5 @@
-"""`python -m meltano_state_backend_clickhouse history|restore`: a state's versions, and going back to one.
+"""`python -m meltano_state_backend_clickhouse history|restore|check`: a state's versions, going back to one, and
+what is wrong with the backend's configuration before a run finds out.
 
 The settings are those of the Meltano project in the current folder (meltano.yml, .env, environment variables),
 read by Meltano's own settings code, as `meltano state` reads them.
@@ -9,20 +10,30 @@ import argparse
 import json
 import os
 import sys
+import time
+import urllib.parse
 
 from meltano.core.error import Error
 from meltano.core.logging import setup_logging
 from meltano.core.project import Project
 from meltano.core.state_store import state_store_manager_from_project_settings
 
+from . import java as runtime
 from .backend import ClickHouseStateBackendError, ClickhouseStateStoreManager
+from .client import BridgeError, JsonRpcClient
+from .process import BridgeProcess
 
 
-def _manager(environment: str | None) -> ClickhouseStateStoreManager:
+def _project(environment: str | None) -> Project:
     project = Project.find()
     environment = environment or os.environ.get("MELTANO_ENVIRONMENT") or project.settings.get("default_environment")
     if environment:
         project.activate_environment(environment)
+    return project
+
+
+def _manager(environment: str | None) -> ClickhouseStateStoreManager:
+    project = _project(environment)
     manager = state_store_manager_from_project_settings(project.settings)
     if not isinstance(manager, ClickhouseStateStoreManager):
         raise ClickHouseStateBackendError(f"The state backend of the Meltano project in {project.root} is not "
@@ -44,6 +55,64 @@ def _print_versions(versions: list[dict]) -> None:
         print("  ".join(cell.ljust(width) for cell, width in zip(row, widths)) + "  " + row[4])
 
 
+def _bridge_settings(environment: str | None) -> dict:
+    """The settings a manager of this project would send the bridge, without making one (which creates the tables)."""
+    settings = _project(environment).settings
+    uri = settings.get("state_backend.uri") or ""
+    if not uri.lower().startswith("clickhouse://"):
+        raise ClickHouseStateBackendError(f"The state backend of the Meltano project in {settings.project.root} is not "
+                                          "ClickHouse; set state_backend.uri to clickhouse://…")
+    given = {}
+    for definition in settings.setting_definitions:  # as Meltano collects a manager's keyword arguments
+        if definition.name.startswith("state_backend.clickhouse.") or definition.name in (
+                "state_backend.lock_timeout_seconds", "state_backend.lock_retry_seconds"):
+            given[definition.name.rsplit(".", 1)[1]] = settings.get(definition.name)
+    return ClickhouseStateStoreManager.bridge_settings(uri, **given)
+
+
+def check(settings: dict) -> list[dict]:
+    """Each finding: check, status (OK, WARN, FAIL), detail, fix. The Java, the bridge's start, then the bridge's
+    own findings (Checkup.java)."""
+    try:
+        java = runtime.find()
+    except runtime.BridgeStartError as error:
+        return [{"check": "java", "status": "FAIL", "detail": str(error), "fix": ""}]
+    lines = [{"check": "java", "status": "OK", "detail": f"{java.version} at {java.path} (from {java.found_by})",
+              "fix": ""}]
+    started = time.monotonic()
+    process = BridgeProcess()
+    try:
+        client = JsonRpcClient(process)
+        client.call("ping")
+        lines.append({"check": "bridge start", "status": "OK", "fix": "",
+                      "detail": f"{time.monotonic() - started:.2f} s from start to its first answer"})
+        try:
+            lines += client.call("check", {"settings": settings})
+        except BridgeError as error:  # a setting the bridge refuses
+            lines.append({"check": "settings", "status": "FAIL", "detail": str(error), "fix": ""})
+    finally:
+        process.stop()
+    return lines
+
+
+def _without_password(lines: list[dict], settings: dict) -> list[dict]:
+    """The password nowhere, whatever a server's message may quote."""
+    secrets = [s for s in (settings.get("password"), urllib.parse.urlsplit(settings["uri"]).password) if s]
+    for line in lines:
+        for key in ("detail", "fix"):
+            for secret in secrets:
+                line[key] = line[key].replace(secret, "***")
+    return lines
+
+
+def _print_check(lines: list[dict]) -> None:
+    width = max(len(line["check"]) for line in lines)
+    for line in lines:
+        print(f"{line['status']:<5} {line['check']:<{width}}  {line['detail']}")
+        if line["fix"]:
+            print(f"{'':<5} {'':<{width}}  fix: {line['fix']}")
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m meltano_state_backend_clickhouse",
                                      description="State history of the Meltano project in this folder.")
@@ -58,10 +127,21 @@ def main(argv: list[str] | None = None) -> int:
     restore.add_argument("--at", required=True, help="a version from the history, or a time such as "
                                                      "2026-12-04T10:00:00Z (UTC when no offset is given): the "
                                                      "newest version at or before it is restored")
-    for command in (history, restore):
+    checkup = commands.add_parser("check", help="connect and check everything the backend needs; exit 1 on a FAIL")
+    for command in (history, restore, checkup):
         command.add_argument("--json", action="store_true", help="print JSON, for scripts")
     args = parser.parse_args(argv)
     setup_logging(log_level="warning")  # Meltano's logging, to stderr: stdout is the answer
+    if args.command == "check":
+        try:
+            settings = _bridge_settings(args.environment)
+        except Error as error:
+            print(f"error: {error}", file=sys.stderr)
+            return 1
+        lines = _without_password(check(settings), settings)
+        failed = any(line["status"] == "FAIL" for line in lines)
+        print(json.dumps({"ok": not failed, "checks": lines}, indent=2)) if args.json else _print_check(lines)
+        return 1 if failed else 0
     try:
         with _manager(args.environment) as manager:
             if args.command == "history":

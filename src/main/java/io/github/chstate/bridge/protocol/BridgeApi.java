@@ -2,6 +2,7 @@ package io.github.chstate.bridge.protocol;
 
 import com.googlecode.jsonrpc4j.JsonRpcMethod;
 import com.googlecode.jsonrpc4j.JsonRpcParam;
+import io.github.chstate.bridge.store.Checkup;
 import io.github.chstate.bridge.store.StatePart;
 import io.github.chstate.bridge.store.StateStore;
 import io.github.chstate.bridge.store.StateVersion;
@@ -56,6 +57,9 @@ public interface BridgeApi {
 
     @JsonRpcMethod("release_lock")
     void releaseLock(@JsonRpcParam("token") String token);
+
+    @JsonRpcMethod("check")
+    List<Checkup.Line> check(@JsonRpcParam("settings") Map<String, Object> settings);
 
     @JsonRpcMethod("flush")
     void flush();

@@ -5,6 +5,7 @@ import io.github.chstate.bridge.BridgeException;
 import io.github.chstate.bridge.ErrorCode;
 import io.github.chstate.bridge.config.Settings;
 import io.github.chstate.bridge.config.SettingsParser;
+import io.github.chstate.bridge.store.Checkup;
 import io.github.chstate.bridge.store.ClickHouse;
 import io.github.chstate.bridge.store.KeeperLock;
 import io.github.chstate.bridge.store.Locks;
@@ -156,6 +157,20 @@ public final class BridgeService implements BridgeApi, AutoCloseable {
     public void releaseLock(String token) {
         requireInitialized();
         lock.release(required("token", token));
+    }
+
+    /** Needs no initialize, and leaves the bridge as it was: its own connection, closed at the end. */
+    @Override
+    public List<Checkup.Line> check(Map<String, Object> raw) {
+        if (raw == null) {
+            throw invalid("check needs 'settings', an object of connection settings");
+        }
+        Settings parsed = SettingsParser.parse(raw);
+        try (ClickHouse ch = new ClickHouse(parsed)) {
+            return Checkup.run(parsed, ch);
+        } catch (BridgeException e) {
+            return List.of(new Checkup.Line("connection", "FAIL", e.getMessage(), "Correct the setting it names."));
+        }
     }
 
     @Override
