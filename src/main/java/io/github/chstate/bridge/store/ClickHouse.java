@@ -79,8 +79,8 @@ public final class ClickHouse implements AutoCloseable {
         config.setMinimumIdle(1);
         config.setConnectionTimeout(settings.connectTimeout().toMillis());
         config.setInitializationFailTimeout(settings.connectTimeout().toMillis());
-        config.addDataSourceProperty("connection_timeout", settings.connectTimeout().toMillis());
-        config.addDataSourceProperty("socket_timeout", settings.queryTimeout().toMillis());
+        config.addDataSourceProperty("connection_timeout", String.valueOf(settings.connectTimeout().toMillis()));
+        config.addDataSourceProperty("socket_timeout", String.valueOf(settings.queryTimeout().toMillis()));
         // Retry is ours alone, one policy for every statement: the driver would re-send some failures itself.
         config.addDataSourceProperty("retry", "0");
         // Reads must see every completed write: never let the server buffer our inserts.
