@@ -1,5 +1,5 @@
 """write_interval_seconds: a run's updates are kept in the bridge and written at most once per interval, and the
-command does not end before its last state is stored (README.md, "Write interval")."""
+command does not end before its last state is stored (docs/how-it-works.md, "Write interval")."""
 from __future__ import annotations
 
 import subprocess

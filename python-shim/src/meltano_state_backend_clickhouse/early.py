@@ -1,4 +1,4 @@
-"""The bridge started while the Meltano CLI starts, for the first manager to adopt (README.md, "Start-up").
+"""The bridge started while the Meltano CLI starts, for the first manager to adopt (docs/how-it-works.md, "Start-up").
 
 Meltano imports our settings module (a `meltano.settings` entry point) while it reads the project, well before it
 builds a state store manager; a JVM started then has done most of its start-up by the time the manager needs it.

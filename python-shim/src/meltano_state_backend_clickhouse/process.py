@@ -18,12 +18,12 @@ from .java import BridgeStartError
 logger = logging.getLogger("meltano_state_backend_clickhouse.bridge")
 
 JAR_ENV = "CLICKHOUSE_STATE_BRIDGE_JAR"
-# More JVM options, after ours (a later -Xmx wins): README.md, "Large states".
+# More JVM options, after ours (a later -Xmx wins): docs/how-it-works.md, "Large states".
 JAVA_OPTS_ENV = "CLICKHOUSE_STATE_BRIDGE_JAVA_OPTS"
 JAR = pathlib.Path(__file__).parent / "bridge" / "meltano-clickhouse-bridge.jar"
 # Only what the JVM needs: never the caller's MELTANO_* variables, which may hold the password.
 _ENV_KEPT = ("PATH", "HOME", "LANG", "LC_ALL", "TZ", "TMPDIR", "JAVA_HOME")
-# A 512 MB heap bounds the bridge's memory and takes a 100 MB state (README.md, "Large states"). The JVM's own
+# A 512 MB heap bounds the bridge's memory and takes a 100 MB state (docs/how-it-works.md, "Large states"). The JVM's own
 # warnings go to stdout by default, which is the protocol channel: send them to stderr.
 _JVM_OPTIONS = ["-XX:+UseSerialGC", "-Xmx512m", "-Xshare:auto", "-Xlog:disable", "-Xlog:all=warning:stderr",
                 # a crash report goes to the temp folder, not to the Meltano project the bridge was started in

@@ -1,11 +1,11 @@
 package io.github.chstate.bridge;
 
 import com.fasterxml.jackson.databind.ObjectMapper;
-import io.github.chstate.bridge.protocol.Json;
+import io.github.chstate.bridge.clickhouse.ClickHouse;
 import io.github.chstate.bridge.protocol.BridgeService;
 import io.github.chstate.bridge.protocol.Dispatcher;
+import io.github.chstate.bridge.protocol.Json;
 import io.github.chstate.bridge.protocol.StdioServer;
-import io.github.chstate.bridge.store.ClickHouse;
 import org.slf4j.LoggerFactory;
 
 import java.io.BufferedOutputStream;

@@ -1,7 +1,7 @@
 package io.github.chstate.bridge.config;
 
-import io.github.chstate.bridge.BridgeException;
-import io.github.chstate.bridge.ErrorCode;
+import io.github.chstate.bridge.error.BridgeException;
+import io.github.chstate.bridge.error.ErrorCode;
 
 import java.net.URI;
 import java.net.URISyntaxException;

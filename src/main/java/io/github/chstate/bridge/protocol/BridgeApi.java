@@ -3,15 +3,15 @@ package io.github.chstate.bridge.protocol;
 import com.googlecode.jsonrpc4j.JsonRpcMethod;
 import com.googlecode.jsonrpc4j.JsonRpcParam;
 import io.github.chstate.bridge.store.Checkup;
+import io.github.chstate.bridge.store.StateHistory;
 import io.github.chstate.bridge.store.StatePart;
-import io.github.chstate.bridge.store.StateStore;
 import io.github.chstate.bridge.store.StateVersion;
 import io.github.chstate.bridge.store.StoredState;
 
 import java.util.List;
 import java.util.Map;
 
-/** The methods of protocol version {@value #PROTOCOL_VERSION}; README.md ("Protocol") documents each one. */
+/** The methods of protocol version {@value #PROTOCOL_VERSION}; docs/how-it-works.md ("Protocol") documents each one. */
 public interface BridgeApi {
     String PROTOCOL_VERSION = "1";
 
@@ -50,7 +50,7 @@ public interface BridgeApi {
     List<StateVersion> history(@JsonRpcParam("state_id") String stateId, @JsonRpcParam("limit") Integer limit);
 
     @JsonRpcMethod("restore")
-    StateStore.Restored restore(@JsonRpcParam("state_id") String stateId, @JsonRpcParam("at") String at);
+    StateHistory.Restored restore(@JsonRpcParam("state_id") String stateId, @JsonRpcParam("at") String at);
 
     @JsonRpcMethod("acquire_lock")
     String acquireLock(@JsonRpcParam("state_id") String stateId, @JsonRpcParam("retry_seconds") Double retrySeconds);

@@ -1,21 +1,22 @@
 package io.github.chstate.bridge.protocol;
 
 import com.fasterxml.jackson.databind.ObjectMapper;
-import io.github.chstate.bridge.BridgeException;
-import io.github.chstate.bridge.ErrorCode;
+import io.github.chstate.bridge.clickhouse.ClickHouse;
 import io.github.chstate.bridge.config.Settings;
 import io.github.chstate.bridge.config.SettingsParser;
+import io.github.chstate.bridge.error.BridgeException;
+import io.github.chstate.bridge.error.ErrorCode;
+import io.github.chstate.bridge.lock.KeeperLock;
+import io.github.chstate.bridge.lock.Locks;
+import io.github.chstate.bridge.lock.StateLock;
 import io.github.chstate.bridge.store.Checkup;
-import io.github.chstate.bridge.store.ClickHouse;
-import io.github.chstate.bridge.store.KeeperLock;
-import io.github.chstate.bridge.store.Locks;
-import io.github.chstate.bridge.store.StateLock;
+import io.github.chstate.bridge.store.StateHistory;
+import io.github.chstate.bridge.store.StatePart;
 import io.github.chstate.bridge.store.StateStore;
 import io.github.chstate.bridge.store.StateVersion;
-import io.github.chstate.bridge.store.Versions;
-import io.github.chstate.bridge.store.StatePart;
 import io.github.chstate.bridge.store.StoredState;
 import io.github.chstate.bridge.store.Tables;
+import io.github.chstate.bridge.store.Versions;
 import org.slf4j.Logger;
 import org.slf4j.LoggerFactory;
 
@@ -35,6 +36,7 @@ public final class BridgeService implements BridgeApi, AutoCloseable {
     private Map<String, Object> rawSettings;
     private ClickHouse clickHouse;
     private StateStore store;
+    private StateHistory history;
     private StateLock lock;
     private volatile boolean shutdownRequested;
 
@@ -58,13 +60,14 @@ public final class BridgeService implements BridgeApi, AutoCloseable {
         try {
             Tables tables = new Tables(parsed);
             Tables.Found found = tables.ensure(ch);
-            StateLock opened = Locks.open(ch, tables, found, parsed);
+            StateLock opened = Locks.open(ch, tables.locks(), found.locks(), found.deployment().replicated(), parsed);
             String version = found.serverVersion();
             settings = parsed;
             rawSettings = raw;
             clickHouse = ch;
             lock = opened;
             store = new StateStore(ch, tables, found.clock(), opened, found.deployment(), json, parsed.writeInterval());
+            history = new StateHistory(ch, tables, found.deployment(), json, opened, store);
             log.debug("Connected to ClickHouse {} with {}", version, parsed);
             Map<String, Object> answer = new LinkedHashMap<>();
             answer.put("bridge_version", BRIDGE_VERSION);
@@ -130,12 +133,12 @@ public final class BridgeService implements BridgeApi, AutoCloseable {
         if (limit != null && (limit < 1 || limit > 100_000)) {
             throw invalid("limit must be between 1 and 100000, got " + limit);
         }
-        return store().history(required("state_id", stateId), limit == null ? 50 : limit);
+        return history().history(required("state_id", stateId), limit == null ? 50 : limit);
     }
 
     @Override
-    public StateStore.Restored restore(String stateId, String at) {
-        return store().restore(required("state_id", stateId), Versions.parse(required("at", at)), settings.lockRetry(),
+    public StateHistory.Restored restore(String stateId, String at) {
+        return history().restore(required("state_id", stateId), Versions.parse(required("at", at)), settings.lockRetry(),
                 settings.lockWait());
     }
 
@@ -202,6 +205,7 @@ public final class BridgeService implements BridgeApi, AutoCloseable {
             clickHouse.close();
             clickHouse = null;
             store = null;
+            history = null;
             lock = null;
         }
     }
@@ -209,6 +213,11 @@ public final class BridgeService implements BridgeApi, AutoCloseable {
     private StateStore store() {
         requireInitialized();
         return store;
+    }
+
+    private StateHistory history() {
+        requireInitialized();
+        return history;
     }
 
     private synchronized void requireInitialized() {

@@ -9,7 +9,7 @@ import com.fasterxml.jackson.databind.node.ObjectNode;
 import com.googlecode.jsonrpc4j.ErrorResolver.JsonError;
 import com.googlecode.jsonrpc4j.JsonResponse;
 import com.googlecode.jsonrpc4j.JsonRpcBasicServer;
-import io.github.chstate.bridge.ErrorCode;
+import io.github.chstate.bridge.error.ErrorCode;
 
 import java.io.IOException;
 import java.io.OutputStream;
@@ -89,7 +89,7 @@ public final class Dispatcher {
         int code = error.path("code").asInt();
         if (code == ErrorCode.METHOD_NOT_FOUND.number()) {
             replaceError(response, ErrorCode.METHOD_NOT_FOUND,
-                    "Unknown method '" + method + "'; the README's protocol reference lists the methods.");
+                    "Unknown method '" + method + "'; docs/how-it-works.md, Protocol, lists the methods.");
         } else if (code == ErrorCode.INVALID_PARAMS.number()) {
             replaceError(response, ErrorCode.INVALID_PARAMS,
                     "Invalid parameters for '" + method + "': pass an object with the documented names and types.");

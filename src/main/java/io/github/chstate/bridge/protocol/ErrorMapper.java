@@ -2,8 +2,8 @@ package io.github.chstate.bridge.protocol;
 
 import com.fasterxml.jackson.databind.JsonNode;
 import com.googlecode.jsonrpc4j.ErrorResolver;
-import io.github.chstate.bridge.BridgeException;
-import io.github.chstate.bridge.ErrorCode;
+import io.github.chstate.bridge.error.BridgeException;
+import io.github.chstate.bridge.error.ErrorCode;
 import org.slf4j.Logger;
 import org.slf4j.LoggerFactory;
 

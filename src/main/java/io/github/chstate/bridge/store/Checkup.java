@@ -1,7 +1,9 @@
 package io.github.chstate.bridge.store;
 
-import io.github.chstate.bridge.BridgeException;
+import io.github.chstate.bridge.clickhouse.ClickHouse;
+import io.github.chstate.bridge.clickhouse.Sql;
 import io.github.chstate.bridge.config.Settings;
+import io.github.chstate.bridge.error.BridgeException;
 
 import java.util.ArrayList;
 import java.util.List;

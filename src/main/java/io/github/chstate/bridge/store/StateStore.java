@@ -1,31 +1,28 @@
 package io.github.chstate.bridge.store;
 
 import com.fasterxml.jackson.databind.ObjectMapper;
-import io.github.chstate.bridge.BridgeException;
-import io.github.chstate.bridge.ErrorCode;
-
-import com.fasterxml.jackson.annotation.JsonProperty;
-import com.fasterxml.jackson.databind.JsonNode;
+import io.github.chstate.bridge.clickhouse.ClickHouse;
+import io.github.chstate.bridge.clickhouse.RowBinary;
+import io.github.chstate.bridge.clickhouse.Sql;
+import io.github.chstate.bridge.error.BridgeException;
+import io.github.chstate.bridge.error.ErrorCode;
+import io.github.chstate.bridge.lock.StateLock;
 
 import java.io.IOException;
 import java.io.InputStream;
 import java.time.Duration;
 import java.util.ArrayList;
-import java.util.HashMap;
-import java.util.Objects;
-import java.util.Set;
-import java.util.TreeMap;
-import java.util.TreeSet;
 import java.util.Collection;
 import java.util.LinkedHashMap;
 import java.util.List;
 import java.util.Map;
+import java.util.TreeMap;
 import java.util.UUID;
 import java.util.concurrent.ConcurrentHashMap;
 import java.util.stream.Collectors;
 
 /**
- * Reads and writes the state table, and reads the history the server keeps of it ({@link Tables}). Reads use FINAL,
+ * Reads and writes the state table ({@link Tables}; its history: {@link StateHistory}). Reads use FINAL,
  * so they see one row per id: the one with the highest {@code updated_at}. Each write gives its rows a version above
  * every version already stored for the id, and a fresh deduplication token, so that A → B → A rewrites are never
  * dropped as duplicates, while a request the driver re-sends is.
@@ -156,6 +153,11 @@ public final class StateStore {
         return byId.size();
     }
 
+    /** Writes the state at once under the lock {@code token}, with a version above every stored one. */
+    void writeUnderLock(StoredState state, String token) {
+        write(state, token, newestVersion(List.of(state.stateId())));
+    }
+
     /** Writes the state under the lock {@code token}, with a version above {@code newest}. */
     private synchronized void write(StoredState state, String token, long newest) {
         long version = Math.max(clock.nowMillis(), newest + 1);
@@ -178,7 +180,7 @@ public final class StateStore {
     }
 
     /** Writes every pending state, keeping the locks; failures are kept for {@link #flush} and {@link #requireWritten}. */
-    private synchronized void writeAllPending() {
+    synchronized void writeAllPending() {
         known.forEach((stateId, last) -> {
             try {
                 writeIfPending(stateId, last);
@@ -252,111 +254,6 @@ public final class StateStore {
         });
     }
 
-    /** The newest {@code limit} versions of the id in the history table, newest first. */
-    public List<StateVersion> history(String stateId, int limit) {
-        writeAllPending();
-        return versions(stateId, historyRows(stateId, limit, Long.MAX_VALUE), limit);
-    }
-
-    /** A row of the history table. */
-    private record HistoryRow(long version, byte[] partial, byte[] completed) {
-    }
-
-    /** The newest {@code limit} rows at or before {@code atMostMillis}, and one more: what the oldest of them changed. */
-    private List<HistoryRow> historyRows(String stateId, int limit, long atMostMillis) {
-        requireHistory();
-        return ch.queryRowBinary("SELECT toUnixTimestamp64Milli(updated_at), partial_state, completed_state FROM "
-                + tables.history + " WHERE state_id = " + Sql.literal(stateId) + (atMostMillis == Long.MAX_VALUE ? ""
-                : " AND updated_at <= fromUnixTimestamp64Milli(" + atMostMillis + ")") + " ORDER BY updated_at DESC LIMIT "
-                + (limit + 1) + deployment.readClause(),
-                in -> new HistoryRow(RowBinary.readInt64(in), RowBinary.readNullableBytes(in), RowBinary.readNullableBytes(in)));
-    }
-
-    /** The first {@code limit} rows as versions, each compared with the row after it (the one before in time). */
-    private List<StateVersion> versions(String stateId, List<HistoryRow> rows, int limit) {
-        List<StateVersion> versions = new ArrayList<>();
-        for (int i = 0; i < Math.min(limit, rows.size()); i++) {
-            HistoryRow row = rows.get(i);
-            Map<String, JsonNode> marks = bookmarks(stateId, row.partial, row.completed);
-            Map<String, JsonNode> before = i + 1 < rows.size() ? bookmarks(stateId, rows.get(i + 1).partial, rows.get(i + 1).completed) : Map.of();
-            Set<String> changed = new TreeSet<>();
-            for (String name : union(marks.keySet(), before.keySet())) {
-                if (!Objects.equals(marks.get(name), before.get(name))) {
-                    changed.add(name);
-                }
-            }
-            versions.add(new StateVersion(row.version, Versions.format(row.version), length(row.partial) + length(row.completed),
-                    row.partial == null, List.copyOf(changed)));
-        }
-        return versions;
-    }
-
-    /** What a restore wrote: the version it went back to, and the new version that holds it now. */
-    public record Restored(@JsonProperty("restored") StateVersion restored, @JsonProperty("now") StateVersion now) {
-    }
-
-    /**
-     * Writes back the newest version at or before {@code atMillis}, under the lock, as a new version: the history
-     * keeps every version, the restored one included.
-     */
-    public Restored restore(String stateId, long atMillis, Duration retry, Duration wait) {
-        requireHistory();
-        String token = lock.acquire(stateId, retry, wait);
-        try {
-            List<HistoryRow> rows = historyRows(stateId, 1, atMillis);
-            if (rows.isEmpty()) {
-                throw new BridgeException(ErrorCode.INVALID_PARAMS, "State id '" + stateId + "' has no version at or "
-                        + "before " + Versions.format(atMillis) + " in the history (kept " + tables.historyDays
-                        + " days); list the versions with: python -m meltano_state_backend_clickhouse history '" + stateId + "'");
-            }
-            HistoryRow old = rows.get(0);
-            write(new StoredState(stateId, part(stateId, old.partial), part(stateId, old.completed)), token,
-                    newestVersion(List.of(stateId)));
-            return new Restored(versions(stateId, rows, 1).get(0), history(stateId, 1).get(0));
-        } finally {
-            lock.release(token);
-        }
-    }
-
-    private void requireHistory() {
-        if (tables.historyDays == 0) {
-            throw new BridgeException(ErrorCode.CONFIGURATION, "State history is off (history_days = 0); set "
-                    + "state_backend.clickhouse.history_days to keep it.");
-        }
-    }
-
-    /** The bookmarks of a version: singer_state.bookmarks, else singer_state's or the state's own keys. */
-    private Map<String, JsonNode> bookmarks(String stateId, byte[] partial, byte[] completed) {
-        Map<String, JsonNode> marks = new HashMap<>();
-        for (byte[] part : new byte[][] {completed, partial}) { // partial over completed, as Meltano merges them
-            if (part == null) {
-                continue;
-            }
-            JsonNode node;
-            try {
-                node = json.readTree(part);
-            } catch (IOException e) {
-                throw new BridgeException(ErrorCode.CLICKHOUSE, "A version of '" + stateId + "' in the history is not JSON.");
-            }
-            JsonNode level = node.at("/singer_state/bookmarks");
-            if (!level.isObject()) {
-                level = node.path("singer_state").isObject() ? node.path("singer_state") : node;
-            }
-            level.fields().forEachRemaining(e -> marks.put(e.getKey(), e.getValue()));
-        }
-        return marks;
-    }
-
-    private static Set<String> union(Set<String> a, Set<String> b) {
-        Set<String> all = new TreeSet<>(a);
-        all.addAll(b);
-        return all;
-    }
-
-    private static long length(byte[] part) {
-        return part == null ? 0 : part.length;
-    }
-
     public void delete(String stateId) {
         writeAllPending();
         known.remove(stateId);
@@ -382,7 +279,7 @@ public final class StateStore {
         return new StoredState(id, part(id, RowBinary.readNullableBytes(in)), part(id, RowBinary.readNullableBytes(in)));
     }
 
-    private StatePart part(String stateId, byte[] stored) {
+    StatePart part(String stateId, byte[] stored) {
         StatePart part;
         try {
             part = StatePart.ofStored(stored, json.getFactory());

@@ -1,56 +1,47 @@
 package io.github.chstate.bridge.store;
 
-import io.github.chstate.bridge.BridgeException;
-import io.github.chstate.bridge.ErrorCode;
+import io.github.chstate.bridge.clickhouse.ClickHouse;
+import io.github.chstate.bridge.clickhouse.Sql;
 import io.github.chstate.bridge.config.Settings;
+import io.github.chstate.bridge.error.BridgeException;
+import io.github.chstate.bridge.error.ErrorCode;
+import io.github.chstate.bridge.lock.LockTables;
 
 import java.util.List;
 import java.util.Set;
 
 /**
- * The tables and their DDL. The state table is the upstream add-on's, unchanged, so either can read what the other
- * wrote; the lock tables are ours (the upstream {@code <table>_lock} has another layout and is left alone): the claims
- * table of {@link ClaimLock} and the KeeperMap table of {@link KeeperLock}, each created only where that lock is used.
- * The history table {@code <table>_history} gets every row written to the state table from a materialized view, on
+ * The state and history tables and their DDL. The state table is the upstream add-on's, unchanged, so either can
+ * read what the other wrote; the lock tables are in {@link LockTables}. The history table {@code <table>_history} gets every row written to the state table from a materialized view, on
  * the server, within the same INSERT: no statement more for the pipeline.
  */
 public final class Tables {
     static final Set<String> STATE_COLUMNS = Set.of("state_id", "partial_state", "completed_state", "updated_at");
-    private static final String REPLICA_PATH = "'/clickhouse/tables/{shard}/{database}/{table}', '{replica}'";
 
     final String schema;
     final String state;
-    final String claims;
-    final String keeperLock;
     final String history;
     final int historyDays;
     private final String historyView;
     private final String stateName;
-    private final String claimsName;
-    private final String keeperLockName;
     private final String historyName;
     private final String historyViewName;
-    private final String keeperPath;
     private final String cluster;
     private final String onCluster;
+    private final LockTables locks;
 
     public Tables(Settings settings) {
         this.schema = settings.schema();
         this.stateName = settings.table();
-        this.claimsName = settings.table() + "_claims";
-        this.keeperLockName = settings.table() + "_keeper_lock";
-        // Under the server's keeper_map_path_prefix; the same on every server, so that all of them share the rows.
-        this.keeperPath = "/meltano_state/" + schema + "/" + stateName;
         this.state = Sql.identifier(schema) + "." + Sql.identifier(stateName);
-        this.claims = Sql.identifier(schema) + "." + Sql.identifier(claimsName);
-        this.keeperLock = Sql.identifier(schema) + "." + Sql.identifier(keeperLockName);
         this.historyName = settings.table() + "_history";
         this.historyViewName = settings.table() + "_history_mv";
         this.history = Sql.identifier(schema) + "." + Sql.identifier(historyName);
         this.historyView = Sql.identifier(schema) + "." + Sql.identifier(historyViewName);
         this.historyDays = settings.historyDays();
         this.cluster = settings.cluster();
-        this.onCluster = cluster == null ? "" : " ON CLUSTER " + Sql.identifier(cluster);
+        this.onCluster = Sql.onCluster(cluster);
+        this.locks = new LockTables(settings);
     }
 
     /**
@@ -62,7 +53,7 @@ public final class Tables {
         String engine = switch (deployment) {
             case SINGLE_NODE -> "ReplacingMergeTree(updated_at) ORDER BY state_id SETTINGS non_replicated_deduplication_window = 1000";
             case REPLICATED -> cluster == null ? "ReplacingMergeTree(updated_at) ORDER BY state_id" // a Replicated database
-                    : "ReplicatedReplacingMergeTree(" + REPLICA_PATH + ", updated_at) ORDER BY state_id";
+                    : "ReplicatedReplacingMergeTree(" + Sql.REPLICA_PATH + ", updated_at) ORDER BY state_id";
             case SHARED -> "ReplacingMergeTree(updated_at) ORDER BY state_id";
         };
         return List.of(
@@ -71,23 +62,11 @@ public final class Tables {
                         + "completed_state Nullable(String), updated_at DateTime64(3) DEFAULT now64(3)) ENGINE = " + engine);
     }
 
-    /** One part per claim; the persisted block number gives the commit order ({@link ClaimLock}). */
-    String claimsStatement() {
-        return "CREATE TABLE IF NOT EXISTS " + claims + onCluster + " (state_id String, token String, "
-                + "kind Enum8('claim' = 1, 'release' = 2), at DateTime64(3) DEFAULT now64(3)) ENGINE = "
-                + mergeTree() + " ORDER BY (state_id, at) TTL toDateTime(at) + INTERVAL 1 DAY SETTINGS enable_block_number_column = 1";
-    }
-
     /** Every state written, by id and version, for {@code history_days} days. */
     String historyStatement() {
         return "CREATE TABLE IF NOT EXISTS " + history + onCluster + " (state_id String, partial_state Nullable(String), "
                 + "completed_state Nullable(String), updated_at DateTime64(3)) ENGINE = "
-                + mergeTree() + " ORDER BY (state_id, updated_at) " + historyTtl();
-    }
-
-    /** The engine of our append-only tables: replicated on a cluster (Cloud makes a plain one Shared by itself). */
-    private String mergeTree() {
-        return cluster != null ? "ReplicatedMergeTree(" + REPLICA_PATH + ")" : "MergeTree";
+                + Sql.mergeTree(cluster) + " ORDER BY (state_id, updated_at) " + historyTtl();
     }
 
     private String historyTtl() {
@@ -100,16 +79,13 @@ public final class Tables {
                 + " AS SELECT state_id, partial_state, completed_state, updated_at FROM " + state;
     }
 
-    /** A row per state id, kept in Keeper ({@link KeeperLock}); the same on every deployment. */
-    String keeperLockStatement() {
-        return "CREATE TABLE IF NOT EXISTS " + keeperLock + onCluster + " (state_id String, token String, "
-                + "at DateTime64(3) DEFAULT now64(3), wanted DateTime64(3) DEFAULT 0) "
-                + "ENGINE = KeeperMap(" + Sql.literal(keeperPath) + ") PRIMARY KEY state_id";
+    /** What {@link #ensure} found: the server's version and clock, the deployment, and which lock tables exist. */
+    public record Found(String serverVersion, ServerClock clock, Deployment deployment, LockTables.Found locks) {
     }
 
-    /** What {@link #ensure} found: the server's version and clock, the deployment, and which lock tables exist. */
-    public record Found(String serverVersion, ServerClock clock, Deployment deployment, String claimsEngine,
-                        boolean keeperLockExists) {
+    /** The lock tables beside the state table (their names are looked up with the state table's, in one query). */
+    public LockTables locks() {
+        return locks;
     }
 
     /**
@@ -135,8 +111,8 @@ public final class Tables {
             ch.execute("ALTER TABLE " + state + onCluster + " MODIFY SETTING non_replicated_deduplication_window = 1000");
         }
         ensureHistory(ch, probe);
-        return new Found(probe.serverVersion, probe.clock, Deployment.ofEngine(probe.stateEngine), probe.claimsEngine,
-                probe.keeperLockExists);
+        return new Found(probe.serverVersion, probe.clock, Deployment.ofEngine(probe.stateEngine),
+                new LockTables.Found(probe.claimsEngine, probe.keeperLockExists));
     }
 
     /**
@@ -166,31 +142,6 @@ public final class Tables {
         }
     }
 
-    /** Creates the claims table if missing; answers its engine. */
-    String ensureClaims(ClickHouse ch, Found found) {
-        if (!found.claimsEngine().isEmpty()) {
-            return found.claimsEngine();
-        }
-        ch.execute(claimsStatement());
-        return cluster != null ? "ReplicatedMergeTree" : "MergeTree";
-    }
-
-    /** Creates the KeeperMap lock table if missing; false when the server has no KeeperMap (code 36, no prefix). */
-    boolean ensureKeeperLock(ClickHouse ch, Found found) {
-        if (found.keeperLockExists()) {
-            return true;
-        }
-        try {
-            ch.execute(keeperLockStatement());
-            return true;
-        } catch (BridgeException e) {
-            if (String.valueOf(e.getMessage()).contains("keeper_map_path_prefix")) {
-                return false;
-            }
-            throw e;
-        }
-    }
-
     /** Engines and DDL are empty for a table that does not exist. */
     private record Probe(String serverVersion, ServerClock clock, boolean cloud, String stateEngine, String stateCreate,
                          String stateColumns, String claimsEngine, boolean keeperLockExists, String historyCreate,
@@ -213,7 +164,7 @@ public final class Tables {
                 + "t.create_table_query, (SELECT arrayStringConcat(groupArray(name), ',') FROM system.columns WHERE "
                 + "database = " + db + " AND table = " + Sql.literal(stateName) + ") FROM (SELECT name, engine, "
                 + "create_table_query FROM system.tables WHERE database = " + db + " AND name IN ("
-                + Sql.literal(stateName) + ", " + Sql.literal(claimsName) + ", " + Sql.literal(keeperLockName) + ", "
+                + Sql.literal(stateName) + ", " + Sql.literal(locks.claimsName) + ", " + Sql.literal(locks.keeperLockName) + ", "
                 + Sql.literal(historyName) + ", " + Sql.literal(historyViewName) + ") UNION ALL SELECT '', '', '') AS t",
                 rs -> new TableRow(rs.getString(1), new ServerClock(rs.getLong(2), before), rs.getLong(3) > 0,
                         rs.getString(4), rs.getString(5), rs.getString(6), rs.getString(7)));
@@ -223,9 +174,9 @@ public final class Tables {
             if (row.name.equals(stateName)) {
                 stateEngine = row.engine;
                 stateCreate = row.create;
-            } else if (row.name.equals(claimsName)) {
+            } else if (row.name.equals(locks.claimsName)) {
                 claimsEngine = row.engine;
-            } else if (row.name.equals(keeperLockName)) {
+            } else if (row.name.equals(locks.keeperLockName)) {
                 keeperLockExists = true;
             } else if (row.name.equals(historyName)) {
                 historyCreate = row.create;

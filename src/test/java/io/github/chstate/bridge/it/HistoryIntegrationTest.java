@@ -1,12 +1,12 @@
 package io.github.chstate.bridge.it;
 
 import com.fasterxml.jackson.databind.ObjectMapper;
-import io.github.chstate.bridge.BridgeException;
-import io.github.chstate.bridge.ErrorCode;
+import io.github.chstate.bridge.error.BridgeException;
+import io.github.chstate.bridge.error.ErrorCode;
 import io.github.chstate.bridge.protocol.BridgeService;
 import io.github.chstate.bridge.protocol.Json;
+import io.github.chstate.bridge.store.StateHistory;
 import io.github.chstate.bridge.store.StatePart;
-import io.github.chstate.bridge.store.StateStore;
 import io.github.chstate.bridge.store.StateVersion;
 import org.junit.jupiter.api.AfterEach;
 import org.junit.jupiter.api.BeforeEach;
@@ -82,13 +82,13 @@ class HistoryIntegrationTest {
         try (BridgeService writer = new BridgeService(json)) {
             writer.initialize(settings);
             String held = writer.acquireLock("r", 0.05); // a concurrent writer in the middle of its update
-            CompletableFuture<StateStore.Restored> restore = CompletableFuture.supplyAsync(
+            CompletableFuture<StateHistory.Restored> restore = CompletableFuture.supplyAsync(
                     () -> bridge.restore("r", Long.toString(good)));
             Thread.sleep(1500);
             assertFalse(restore.isDone(), "restore did not wait for the lock");
             writer.set("r", StatePart.EMPTY, bookmarks("rows", 3, "writer"));
             writer.releaseLock(held);
-            StateStore.Restored restored = restore.get(30, TimeUnit.SECONDS);
+            StateHistory.Restored restored = restore.get(30, TimeUnit.SECONDS);
             assertEquals(good, restored.restored().version());
             assertTrue(restored.now().version() > good);
         }

@@ -1,19 +1,19 @@
 package io.github.chstate.bridge.it;
 
 import com.fasterxml.jackson.databind.ObjectMapper;
-import io.github.chstate.bridge.protocol.Json;
-import io.github.chstate.bridge.BridgeException;
-import io.github.chstate.bridge.ErrorCode;
-import io.github.chstate.bridge.protocol.BridgeService;
+import io.github.chstate.bridge.clickhouse.ClickHouse;
 import io.github.chstate.bridge.config.Settings;
 import io.github.chstate.bridge.config.SettingsParser;
-import io.github.chstate.bridge.store.ClaimLock;
-import io.github.chstate.bridge.store.ClickHouse;
-import io.github.chstate.bridge.store.Deployment;
-import io.github.chstate.bridge.store.KeeperLock;
-import io.github.chstate.bridge.store.KeepingLock;
-import io.github.chstate.bridge.store.Locks;
-import io.github.chstate.bridge.store.StateLock;
+import io.github.chstate.bridge.error.BridgeException;
+import io.github.chstate.bridge.error.ErrorCode;
+import io.github.chstate.bridge.lock.ClaimLock;
+import io.github.chstate.bridge.lock.KeeperLock;
+import io.github.chstate.bridge.lock.KeepingLock;
+import io.github.chstate.bridge.lock.LockTables;
+import io.github.chstate.bridge.lock.Locks;
+import io.github.chstate.bridge.lock.StateLock;
+import io.github.chstate.bridge.protocol.BridgeService;
+import io.github.chstate.bridge.protocol.Json;
 import io.github.chstate.bridge.store.StatePart;
 import io.github.chstate.bridge.store.Tables;
 import org.junit.jupiter.api.Test;
@@ -299,21 +299,20 @@ class LockIntegrationTest {
         Settings parsed = SettingsParser.parse(plain);
         try (ClickHouse ch = new ClickHouse(parsed)) {
             Tables tables = new Tables(parsed);
-            Tables.Found found = tables.ensure(ch);
-            // As a Replicated or Shared state table would be found; the tables themselves cannot run on chDB.
-            Tables.Found replicated = new Tables.Found(found.serverVersion(), found.clock(), Deployment.REPLICATED,
-                    found.claimsEngine(), found.keeperLockExists());
+            LockTables.Found found = tables.ensure(ch).locks();
+            // As on a Replicated or Shared state table; those tables themselves cannot run on chDB.
+            boolean replicated = true;
             if (ClickHouseEndpoint.hasKeeperMap(plain)) {
-                try (StateLock lock = Locks.open(ch, tables, replicated, parsed)) {
+                try (StateLock lock = Locks.open(ch, tables.locks(), found, replicated, parsed)) {
                     assertTrue(lock instanceof KeeperLock);
                 }
                 return;
             }
-            BridgeException e = assertThrows(BridgeException.class, () -> Locks.open(ch, tables, replicated, parsed));
+            BridgeException e = assertThrows(BridgeException.class, () -> Locks.open(ch, tables.locks(), found, replicated, parsed));
             assertEquals(ErrorCode.CONFIGURATION, e.code());
             assertTrue(e.getMessage().contains("keeper_map_path_prefix") && e.getMessage().contains("'claims'"),
                     e.getMessage());
-            try (StateLock lock = Locks.open(ch, tables, replicated, parsed.withLock(Settings.LockKind.CLAIMS))) {
+            try (StateLock lock = Locks.open(ch, tables.locks(), found, replicated, parsed.withLock(Settings.LockKind.CLAIMS))) {
                 assertTrue(lock instanceof ClaimLock, "lock: claims is taken knowingly, with a warning");
             }
         }

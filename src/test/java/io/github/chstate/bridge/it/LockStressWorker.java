@@ -1,8 +1,8 @@
 package io.github.chstate.bridge.it;
 
 import com.fasterxml.jackson.databind.ObjectMapper;
-import io.github.chstate.bridge.protocol.Json;
 import io.github.chstate.bridge.protocol.BridgeService;
+import io.github.chstate.bridge.protocol.Json;
 import io.github.chstate.bridge.store.StatePart;
 import io.github.chstate.bridge.store.StoredState;
 

@@ -1,12 +1,12 @@
 package io.github.chstate.bridge.it;
 
 import com.fasterxml.jackson.databind.ObjectMapper;
-import io.github.chstate.bridge.protocol.Json;
-import io.github.chstate.bridge.BridgeException;
-import io.github.chstate.bridge.ErrorCode;
+import io.github.chstate.bridge.clickhouse.ClickHouse;
 import io.github.chstate.bridge.config.SettingsParser;
+import io.github.chstate.bridge.error.BridgeException;
+import io.github.chstate.bridge.error.ErrorCode;
 import io.github.chstate.bridge.protocol.BridgeService;
-import io.github.chstate.bridge.store.ClickHouse;
+import io.github.chstate.bridge.protocol.Json;
 import io.github.chstate.bridge.store.StatePart;
 import io.github.chstate.bridge.store.StoredState;
 import org.junit.jupiter.api.AfterEach;

@@ -2,7 +2,7 @@ package io.github.chstate.bridge.protocol;
 
 import com.fasterxml.jackson.databind.JsonNode;
 import com.fasterxml.jackson.databind.ObjectMapper;
-import io.github.chstate.bridge.ErrorCode;
+import io.github.chstate.bridge.error.ErrorCode;
 import org.junit.jupiter.api.Test;
 
 import java.nio.charset.StandardCharsets;

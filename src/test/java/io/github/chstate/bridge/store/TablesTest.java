@@ -28,13 +28,13 @@ class TablesTest {
         assertEquals("CREATE DATABASE IF NOT EXISTS `st`", ddl.get(0));
         assertTrue(ddl.get(1).startsWith("CREATE TABLE IF NOT EXISTS `st`.`t` ("), ddl.get(1));
         assertTrue(ddl.get(1).endsWith("ENGINE = ReplacingMergeTree(updated_at) ORDER BY state_id SETTINGS non_replicated_deduplication_window = 1000"));
-        String claims = tables.claimsStatement();
+        String claims = tables.locks().claimsStatement();
         assertTrue(claims.startsWith("CREATE TABLE IF NOT EXISTS `st`.`t_claims` ("), claims);
         assertTrue(claims.contains("ENGINE = MergeTree ORDER BY (state_id, at)"));
         assertTrue(claims.endsWith("SETTINGS enable_block_number_column = 1"));
         assertEquals("CREATE TABLE IF NOT EXISTS `st`.`t_keeper_lock` (state_id String, token String, "
                 + "at DateTime64(3) DEFAULT now64(3), wanted DateTime64(3) DEFAULT 0) "
-                + "ENGINE = KeeperMap('/meltano_state/st/t') PRIMARY KEY state_id", tables.keeperLockStatement());
+                + "ENGINE = KeeperMap('/meltano_state/st/t') PRIMARY KEY state_id", tables.locks().keeperLockStatement());
     }
 
     @Test
@@ -58,11 +58,11 @@ class TablesTest {
         assertEquals("CREATE DATABASE IF NOT EXISTS `st` ON CLUSTER `prod-cluster`", ddl.get(0));
         assertTrue(ddl.get(1).contains("`st`.`t` ON CLUSTER `prod-cluster` ("), ddl.get(1));
         assertTrue(ddl.get(1).endsWith("ENGINE = ReplicatedReplacingMergeTree('/clickhouse/tables/{shard}/{database}/{table}', '{replica}', updated_at) ORDER BY state_id"));
-        assertTrue(tables.claimsStatement().contains("`st`.`t_claims` ON CLUSTER `prod-cluster` ("));
-        assertTrue(tables.claimsStatement().contains("ENGINE = ReplicatedMergeTree('/clickhouse/tables/{shard}/{database}/{table}', '{replica}')"));
+        assertTrue(tables.locks().claimsStatement().contains("`st`.`t_claims` ON CLUSTER `prod-cluster` ("));
+        assertTrue(tables.locks().claimsStatement().contains("ENGINE = ReplicatedMergeTree('/clickhouse/tables/{shard}/{database}/{table}', '{replica}')"));
         // One path for all servers: each server's table reads and writes the same Keeper nodes.
-        assertTrue(tables.keeperLockStatement().startsWith("CREATE TABLE IF NOT EXISTS `st`.`t_keeper_lock` ON CLUSTER `prod-cluster` ("));
-        assertTrue(tables.keeperLockStatement().endsWith("ENGINE = KeeperMap('/meltano_state/st/t') PRIMARY KEY state_id"));
+        assertTrue(tables.locks().keeperLockStatement().startsWith("CREATE TABLE IF NOT EXISTS `st`.`t_keeper_lock` ON CLUSTER `prod-cluster` ("));
+        assertTrue(tables.locks().keeperLockStatement().endsWith("ENGINE = KeeperMap('/meltano_state/st/t') PRIMARY KEY state_id"));
     }
 
     @Test
@@ -72,7 +72,7 @@ class TablesTest {
         assertEquals("CREATE DATABASE IF NOT EXISTS `st`", ddl.get(0));
         assertTrue(ddl.get(1).endsWith("ENGINE = ReplacingMergeTree(updated_at) ORDER BY state_id"), ddl.get(1));
         assertFalse(String.join(" ", ddl).contains("non_replicated"));
-        assertFalse(tables.keeperLockStatement().contains("ON CLUSTER"));
+        assertFalse(tables.locks().keeperLockStatement().contains("ON CLUSTER"));
     }
 
     @Test

@@ -1,6 +1,9 @@
-package io.github.chstate.bridge.store;
+package io.github.chstate.bridge.lock;
 
-import io.github.chstate.bridge.BridgeException;
+import io.github.chstate.bridge.clickhouse.ClickHouse;
+import io.github.chstate.bridge.clickhouse.ServerErrors;
+import io.github.chstate.bridge.clickhouse.Sql;
+import io.github.chstate.bridge.error.BridgeException;
 import org.slf4j.Logger;
 import org.slf4j.LoggerFactory;
 
@@ -8,7 +11,7 @@ import java.time.Duration;
 import java.util.UUID;
 
 /**
- * A per-state-id lock in a KeeperMap table ({@link Tables#keeperLock}): one row per state id, its value kept in
+ * A per-state-id lock in a KeeperMap table ({@link LockTables#keeperLockStatement}): one row per state id, its value kept in
  * Keeper, written with {@code keeper_map_strict_mode = 1}. Exclusive on a single node, a self-managed cluster and
  * ClickHouse Cloud alike, because Keeper, not a table's parts, decides who wins.
  *
@@ -40,7 +43,7 @@ public final class KeeperLock extends KeepingLock {
     /** How much longer than one retry a holder that yielded leaves the free row to the waiter. */
     private static final Duration YIELD_AT_MOST = Duration.ofSeconds(1);
 
-    public KeeperLock(ClickHouse ch, Tables tables, Duration staleAfter) {
+    public KeeperLock(ClickHouse ch, LockTables tables, Duration staleAfter) {
         super(ch, tables, staleAfter);
     }
 
@@ -89,7 +92,7 @@ public final class KeeperLock extends KeepingLock {
                     + ", at = now64(3) WHERE state_id = " + id + " AND (token = '' OR at < now64(3) - toIntervalMillisecond("
                     + staleAfter.toMillis() + "))" + STRICT);
         } catch (BridgeException e) {
-            if (!ClickHouse.isKeeperConflict(e)) { // a conflict: someone else changed the row first
+            if (!ServerErrors.isKeeperConflict(e)) { // a conflict: someone else changed the row first
                 log.debug("Taking the lock on '{}' failed ({}); reading back who holds it.", stateId, e.getMessage());
                 lost = e;
             }
@@ -104,7 +107,7 @@ public final class KeeperLock extends KeepingLock {
             return true;
         } catch (BridgeException e) {
             // "Node exists": created by another meanwhile, or by this very insert, re-sent after a lost connection
-            return token.equals(owner(stateId, ClickHouse.isKeeperConflict(e) ? null : e));
+            return token.equals(owner(stateId, ServerErrors.isKeeperConflict(e) ? null : e));
         }
     }
 
@@ -126,7 +129,7 @@ public final class KeeperLock extends KeepingLock {
             ch.execute("ALTER TABLE " + tables.keeperLock + " UPDATE wanted = now64(3) WHERE state_id = "
                     + Sql.literal(stateId) + STRICT);
         } catch (BridgeException e) {
-            if (!ClickHouse.isKeeperConflict(e)) {
+            if (!ServerErrors.isKeeperConflict(e)) {
                 throw e;
             }
         }
@@ -144,7 +147,7 @@ public final class KeeperLock extends KeepingLock {
             ch.execute("ALTER TABLE " + tables.keeperLock + " UPDATE token = '' WHERE state_id = " + Sql.literal(stateId)
                     + " AND token = " + Sql.literal(token) + STRICT);
         } catch (BridgeException e) {
-            if (!ClickHouse.isKeeperConflict(e)) {
+            if (!ServerErrors.isKeeperConflict(e)) {
                 throw e;
             }
             // The row changed between the server's read and write: a waiter marked it wanted, or took it over after

@@ -1,4 +1,4 @@
-package io.github.chstate.bridge;
+package io.github.chstate.bridge.error;
 
 /** The error codes of the protocol. Their numbers are part of the protocol: never renumber one. */
 public enum ErrorCode {

@@ -1,4 +1,4 @@
-package io.github.chstate.bridge.store;
+package io.github.chstate.bridge.clickhouse;
 
 import org.junit.jupiter.api.Test;
 

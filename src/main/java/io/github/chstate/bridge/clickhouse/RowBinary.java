@@ -1,4 +1,4 @@
-package io.github.chstate.bridge.store;
+package io.github.chstate.bridge.clickhouse;
 
 import java.io.EOFException;
 import java.io.IOException;
@@ -10,17 +10,17 @@ import java.nio.charset.StandardCharsets;
  * The RowBinary encodings of the state table's column types: what an INSERT sends and a read of states gets as data,
  * not as SQL or JDBC values, so that a state's bytes are never turned into a String.
  */
-final class RowBinary {
+public final class RowBinary {
     private RowBinary() {
     }
 
     /** String: its UTF-8 length as an unsigned LEB128 number, then the bytes. */
-    static void string(OutputStream out, String value) throws IOException {
+    public static void string(OutputStream out, String value) throws IOException {
         bytes(out, value.getBytes(StandardCharsets.UTF_8));
     }
 
     /** Nullable(String) from UTF-8: a byte saying NULL (1) or not (0), then the string if not. */
-    static void nullableBytes(OutputStream out, byte[] utf8) throws IOException {
+    public static void nullableBytes(OutputStream out, byte[] utf8) throws IOException {
         out.write(utf8 == null ? 1 : 0);
         if (utf8 != null) {
             bytes(out, utf8);
@@ -38,22 +38,22 @@ final class RowBinary {
     }
 
     /** DateTime64(3): milliseconds since the epoch, as a little-endian Int64. */
-    static void dateTime64Millis(OutputStream out, long millis) throws IOException {
+    public static void dateTime64Millis(OutputStream out, long millis) throws IOException {
         for (int i = 0; i < 8; i++) {
             out.write((int) (millis >>> (8 * i)) & 0xFF);
         }
     }
 
     /** Nullable(String) as UTF-8 bytes; null for NULL. */
-    static byte[] readNullableBytes(InputStream in) throws IOException {
+    public static byte[] readNullableBytes(InputStream in) throws IOException {
         return readByte(in) == 1 ? null : readBytes(in);
     }
 
-    static String readString(InputStream in) throws IOException {
+    public static String readString(InputStream in) throws IOException {
         return new String(readBytes(in), StandardCharsets.UTF_8);
     }
 
-    static long readInt64(InputStream in) throws IOException {
+    public static long readInt64(InputStream in) throws IOException {
         long value = 0;
         for (int i = 0; i < 8; i++) {
             value |= (long) readByte(in) << (8 * i);

@@ -1,8 +1,9 @@
-package io.github.chstate.bridge.store;
+package io.github.chstate.bridge.lock;
 
-import io.github.chstate.bridge.BridgeException;
-import io.github.chstate.bridge.ErrorCode;
+import io.github.chstate.bridge.clickhouse.ClickHouse;
 import io.github.chstate.bridge.config.Settings;
+import io.github.chstate.bridge.error.BridgeException;
+import io.github.chstate.bridge.error.ErrorCode;
 import org.slf4j.Logger;
 import org.slf4j.LoggerFactory;
 
@@ -17,7 +18,9 @@ public final class Locks {
     private Locks() {
     }
 
-    public static StateLock open(ClickHouse ch, Tables tables, Tables.Found found, Settings settings) {
+    /** {@code replicated}: the state table is replicated (a cluster or Cloud), where claims cannot promise one holder. */
+    public static StateLock open(ClickHouse ch, LockTables tables, LockTables.Found found, boolean replicated,
+                                 Settings settings) {
         String table = settings.schema() + "." + settings.table();
         switch (settings.lock()) {
             case KEEPER -> {
@@ -31,10 +34,10 @@ public final class Locks {
             }
             case CLAIMS -> {
                 String engine = tables.ensureClaims(ch, found);
-                if (found.deployment().replicated() || !"MergeTree".equals(engine)) {
-                    log.warn("The state table {} is a {} table and the lock table a {}: the claims lock cannot promise "
-                            + "exclusive access there (README: 'The lock'). Do not run two pipelines on one state id at "
-                            + "once, or use lock: keeper.", table, found.deployment(), engine);
+                if (replicated || !"MergeTree".equals(engine)) {
+                    log.warn("The state table {} is {} and the lock table a {}: the claims lock cannot promise "
+                            + "exclusive access there (docs/lock.md). Do not run two pipelines on one state id at "
+                            + "once, or use lock: keeper.", table, replicated ? "replicated" : "not replicated", engine);
                 }
                 return new ClaimLock(ch, tables, settings.lockTimeout());
             }
@@ -42,14 +45,14 @@ public final class Locks {
                 if (tables.ensureKeeperLock(ch, found)) {
                     return new KeeperLock(ch, tables, settings.lockTimeout());
                 }
-                if (found.deployment().replicated()) {
-                    throw new BridgeException(ErrorCode.CONFIGURATION, "The state table " + table + " is replicated ("
-                            + found.deployment() + "), where only a KeeperMap lock keeps two runs of one pipeline apart, "
+                if (replicated) {
+                    throw new BridgeException(ErrorCode.CONFIGURATION, "The state table " + table + " is replicated, "
+                            + "where only a KeeperMap lock keeps two runs of one pipeline apart, "
                             + "and this ClickHouse has no KeeperMap tables (no keeper_map_path_prefix in its config). "
                             + "Configure keeper_map_path_prefix on the servers, or set state_backend.clickhouse.lock to "
                             + "'claims' knowingly: then never run a pipeline twice at once.");
                 }
-                return open(ch, tables, found, settings.withLock(Settings.LockKind.CLAIMS));
+                return open(ch, tables, found, false, settings.withLock(Settings.LockKind.CLAIMS));
             }
         }
     }

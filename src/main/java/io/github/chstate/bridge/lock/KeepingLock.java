@@ -1,7 +1,8 @@
-package io.github.chstate.bridge.store;
+package io.github.chstate.bridge.lock;
 
-import io.github.chstate.bridge.BridgeException;
-import io.github.chstate.bridge.ErrorCode;
+import io.github.chstate.bridge.clickhouse.ClickHouse;
+import io.github.chstate.bridge.error.BridgeException;
+import io.github.chstate.bridge.error.ErrorCode;
 import org.slf4j.Logger;
 import org.slf4j.LoggerFactory;
 
@@ -47,7 +48,7 @@ public abstract class KeepingLock implements StateLock {
     }
 
     protected final ClickHouse ch;
-    protected final Tables tables;
+    protected final LockTables tables;
     protected final Duration staleAfter;
     private final Map<String, Grant> held = new ConcurrentHashMap<>(); // by token
     private final Map<String, Grant> kept = new ConcurrentHashMap<>(); // by state id: released by the caller only
@@ -58,7 +59,7 @@ public abstract class KeepingLock implements StateLock {
     });
     private volatile BeforeFree beforeFree = (stateId, token) -> { };
 
-    protected KeepingLock(ClickHouse ch, Tables tables, Duration staleAfter) {
+    protected KeepingLock(ClickHouse ch, LockTables tables, Duration staleAfter) {
         this.ch = ch;
         this.tables = tables;
         this.staleAfter = staleAfter;

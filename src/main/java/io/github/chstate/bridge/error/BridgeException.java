@@ -1,4 +1,4 @@
-package io.github.chstate.bridge;
+package io.github.chstate.bridge.error;
 
 /** A failure the client is told about: a stable {@link ErrorCode} and a message saying what to do. */
 public class BridgeException extends RuntimeException {

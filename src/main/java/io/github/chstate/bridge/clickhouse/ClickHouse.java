@@ -1,7 +1,6 @@
-package io.github.chstate.bridge.store;
+package io.github.chstate.bridge.clickhouse;
 
 import com.clickhouse.client.api.Client;
-import com.clickhouse.client.api.ServerException;
 import com.clickhouse.client.api.insert.InsertSettings;
 import com.clickhouse.client.api.query.QueryResponse;
 import com.clickhouse.client.api.query.QuerySettings;
@@ -11,9 +10,9 @@ import com.clickhouse.jdbc.Driver;
 import com.zaxxer.hikari.HikariConfig;
 import com.zaxxer.hikari.HikariDataSource;
 import com.zaxxer.hikari.pool.HikariPool;
-import io.github.chstate.bridge.BridgeException;
-import io.github.chstate.bridge.ErrorCode;
 import io.github.chstate.bridge.config.Settings;
+import io.github.chstate.bridge.error.BridgeException;
+import io.github.chstate.bridge.error.ErrorCode;
 import org.slf4j.Logger;
 import org.slf4j.LoggerFactory;
 
@@ -35,8 +34,6 @@ import java.util.Map;
 import java.util.Properties;
 import java.util.UUID;
 import java.util.concurrent.ExecutionException;
-import java.util.regex.Matcher;
-import java.util.regex.Pattern;
 
 /** The connection pool, and the one place where SQL is run and driver errors become {@link BridgeException}s. */
 public final class ClickHouse implements AutoCloseable {
@@ -59,7 +56,6 @@ public final class ClickHouse implements AutoCloseable {
     }
 
     private static final Logger log = LoggerFactory.getLogger(ClickHouse.class);
-    private static final Pattern SERVER_CODE = Pattern.compile("Code: (\\d+)\\.");
     private static final java.util.Set<Integer> AUTH_CODES = java.util.Set.of(192, 193, 194, 516);
 
     private final HikariDataSource pool;
@@ -196,23 +192,6 @@ public final class ClickHouse implements AutoCloseable {
         pool.close();
     }
 
-    /**
-     * Whether a statement lost a Keeper compare-and-set under {@code keeper_map_strict_mode}: code 999 with "Node
-     * exists" (a create of an existing row) or "Bad version" (the row changed between the server's read and write).
-     */
-    static boolean isKeeperConflict(Throwable e) {
-        if (!Integer.valueOf(999).equals(serverCode(e))) {
-            return false;
-        }
-        for (Throwable t = e; t != null; t = t.getCause()) {
-            String message = String.valueOf(t.getMessage());
-            if (message.contains("Node exists") || message.contains("Bad version")) {
-                return true;
-            }
-        }
-        return false;
-    }
-
     /** What went wrong, in words a user can act on; the SQL itself is not repeated (it may hold state). */
     private BridgeException translate(Throwable e) {
         if (e instanceof BridgeException be) {
@@ -222,7 +201,7 @@ public final class ClickHouse implements AutoCloseable {
             Thread.currentThread().interrupt();
         }
         String endpoint = endpoint();
-        Integer code = serverCode(e);
+        Integer code = ServerErrors.code(e);
         if (code != null && AUTH_CODES.contains(code)) {
             return new BridgeException(ErrorCode.AUTHENTICATION, "ClickHouse at " + endpoint + " rejected user '"
                     + settings.user() + "': wrong user or password (ClickHouse code " + code + "). Check the URI or "
@@ -242,23 +221,6 @@ public final class ClickHouse implements AutoCloseable {
 
     private String endpoint() {
         return (settings.secure() ? "https" : "http") + "://" + settings.host() + ":" + settings.port();
-    }
-
-    /** The ClickHouse error code anywhere in a failure: the driver's exceptions, else "Code: N." in a message. */
-    static Integer serverCode(Throwable e) {
-        for (Throwable t = e; t != null; t = t.getCause()) {
-            if (t instanceof SQLException sql && sql.getErrorCode() > 0) {
-                return sql.getErrorCode();
-            }
-            if (t instanceof ServerException server && server.getCode() > 0) {
-                return server.getCode();
-            }
-            Matcher m = SERVER_CODE.matcher(String.valueOf(t.getMessage()));
-            if (m.find()) {
-                return Integer.parseInt(m.group(1));
-            }
-        }
-        return null;
     }
 
     private static String serverMessage(Throwable e) {

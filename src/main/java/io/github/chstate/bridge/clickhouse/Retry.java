@@ -1,9 +1,9 @@
-package io.github.chstate.bridge.store;
+package io.github.chstate.bridge.clickhouse;
 
 import com.clickhouse.client.api.ClientException;
 import com.clickhouse.client.api.ConnectionInitiationException;
 import com.clickhouse.client.api.ServerException;
-import io.github.chstate.bridge.BridgeException;
+import io.github.chstate.bridge.error.BridgeException;
 import org.slf4j.Logger;
 import org.slf4j.LoggerFactory;
 
@@ -25,9 +25,9 @@ import java.util.function.Function;
  * <p>Sending any of our statements twice is safe, which is what makes this possible. Reads change nothing. A state
  * INSERT carries a deduplication token, the same on every try, so a try that did arrive makes the next a no-op. DDL is
  * {@code IF NOT EXISTS}, DELETE and TRUNCATE are idempotent. Lock statements: a claim or release row sent twice
- * is the same token's row twice, which counts once ({@link ClaimLock} groups by token); a keeper take-over sent twice
+ * is the same token's row twice, which counts once (the claims lock groups by token); a keeper take-over sent twice
  * finds its own token and changes nothing, a create sent twice fails with "Node exists", and both are followed by a
- * read of the owner ({@link KeeperLock}). Keeper's conflicts ("Node exists", "Bad version") are answers, not
+ * read of the owner (the keeper lock). Keeper's conflicts ("Node exists", "Bad version") are answers, not
  * failures, and are never retried.
  */
 final class Retry {
@@ -110,9 +110,9 @@ final class Retry {
                 return null; // ours: already decided
             }
         }
-        Integer code = ClickHouse.serverCode(e);
+        Integer code = ServerErrors.code(e);
         if (code != null) {
-            if (ClickHouse.isKeeperConflict(e)) {
+            if (ServerErrors.isKeeperConflict(e)) {
                 return null;
             }
             return TRANSIENT_CODES.containsKey(code) ? "code " + code + ", " + TRANSIENT_CODES.get(code) : null;

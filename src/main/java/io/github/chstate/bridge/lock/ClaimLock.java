@@ -1,11 +1,14 @@
-package io.github.chstate.bridge.store;
+package io.github.chstate.bridge.lock;
+
+import io.github.chstate.bridge.clickhouse.ClickHouse;
+import io.github.chstate.bridge.clickhouse.Sql;
 
 import java.time.Duration;
 import java.util.List;
 import java.util.UUID;
 
 /**
- * A per-state-id lock made of inserts into a plain MergeTree table ({@link Tables#claims}); no sleeping when free.
+ * A per-state-id lock made of inserts into a plain MergeTree table ({@link LockTables#claimsStatement}); no sleeping when free.
  *
  * <p>To acquire, a client inserts a {@code claim} row with a fresh token, then asks which live claim for the id
  * committed first; it holds the lock when that is its own. Otherwise it waits in line: it asks again every
@@ -27,7 +30,7 @@ import java.util.UUID;
  * does not hold there: clusters need {@link KeeperLock}.
  */
 public final class ClaimLock extends KeepingLock {
-    public ClaimLock(ClickHouse ch, Tables tables, Duration staleAfter) {
+    public ClaimLock(ClickHouse ch, LockTables tables, Duration staleAfter) {
         super(ch, tables, staleAfter);
     }
 
