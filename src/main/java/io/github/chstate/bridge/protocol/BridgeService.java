@@ -172,7 +172,7 @@ public final class BridgeService implements BridgeApi, AutoCloseable {
         try (ClickHouse ch = new ClickHouse(parsed)) {
             return Checkup.run(parsed, ch);
         } catch (BridgeException e) {
-            return List.of(new Checkup.Line("connection", "FAIL", e.getMessage(), "Correct the setting it names."));
+            return List.of(Checkup.Line.failed(e));
         }
     }
 

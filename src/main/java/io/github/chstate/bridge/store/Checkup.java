@@ -21,6 +21,11 @@ public final class Checkup {
         static Line ok(String check, String detail) {
             return new Line(check, "OK", detail, "");
         }
+
+        /** No connection, or a statement failed on the way: its message names what to correct. */
+        public static Line failed(BridgeException e) {
+            return new Line("connection", "FAIL", e.getMessage(), "Correct the setting the message names.");
+        }
     }
 
     private final Settings settings;
@@ -52,7 +57,7 @@ public final class Checkup {
                     rs.getString(1), rs.getString(2),
                     rs.getLong(3) - (before + System.currentTimeMillis()) / 2, rs.getLong(4) > 0));
         } catch (BridgeException e) {
-            lines.add(new Line("connection", "FAIL", e.getMessage(), "Correct the setting the message names."));
+            lines.add(Line.failed(e));
             return;
         }
         lines.add(Line.ok("connection", "ClickHouse " + server.version + " at " + endpoint() + " as user "
