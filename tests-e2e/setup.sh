@@ -1,11 +1,14 @@
-# Sourced by demo.sh, run-all-tests.sh and bench/run.sh: one way to prepare the Python side and the local server.
-# Needs $repo (the repository root); sets $venv.
+# Prepares the Python side: .venv with the test requirements, the local ClickHouse server (tests-e2e/chdb-server)
+# and the shim. Run it (`tests-e2e/setup.sh`) to make or update .venv; demo.sh, run-all-tests.sh and bench/run.sh
+# source it for its functions (they set $repo, the repository root). Sets $venv.
+if [ -z "${repo:-}" ]; then repo="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"; fi
 venv="${VENV:-$repo/.venv}"
 
 # Creates .venv if missing and installs what the tests, the demo and the benchmark need (not the shim).
 install_requirements() {
   [ -x "$venv/bin/python" ] || python3 -m venv "$venv" || return 1
-  "$venv/bin/python" -m pip install -q --disable-pip-version-check -r "$repo/tests-e2e/requirements.txt"
+  "$venv/bin/python" -m pip install -q --disable-pip-version-check -r "$repo/tests-e2e/requirements.txt" \
+    -e "$repo/tests-e2e/chdb-server"
 }
 
 # Installs the shim from python-shim/ (its build copies target/meltano-clickhouse-bridge.jar, building it if missing).
@@ -32,3 +35,12 @@ stop_local_clickhouse() {
 scratch_dir() {
   mktemp -d -p /dev/shm 2>/dev/null || mktemp -d
 }
+
+if [ "${BASH_SOURCE[0]}" = "$0" ]; then  # run, not sourced
+  set -euo pipefail
+  echo "Installing the test requirements and the local ClickHouse server into $venv …"
+  install_requirements
+  echo "Installing the shim (building the bridge jar with ./mvnw if target/ has none) …"
+  install_shim
+  echo "Done: $venv"
+fi

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# Starts the local chDB ClickHouse in the background and prints `export CLICKHOUSE_URL=…` (with the server's user and
-# password: CHDB_SERVER_USER, default "default", and CHDB_SERVER_PASSWORD, default empty).
+# Starts the local chDB ClickHouse (tests-e2e/chdb-server) in the background and prints `export CLICKHOUSE_URL=…` (with
+# the server's user and password: CHDB_SERVER_USER, default "default", and CHDB_SERVER_PASSWORD, default empty).
+# Runs it with $PYTHON, else the repository's .venv/bin/python (tests-e2e/setup.sh makes it).
 #   usage: tests-e2e/start-clickhouse.sh [--keeper] [--servers N] DATA_DIR [PORT]
 #     --keeper      also start an Apache ZooKeeper and give every server KeeperMap tables on it; prints
 #                   `export CLICKHOUSE_KEEPER_URLS=url1,url2,…` too
@@ -21,9 +22,12 @@ while [ $# -gt 0 ]; do
 done
 data="${1:?usage: start-clickhouse.sh [--keeper] [--servers N] DATA_DIR [PORT]}"
 port="${2:-0}"
-python="${PYTHON:-python3}"
+python="${PYTHON:-$here/../.venv/bin/python}"
+if ! "$python" -c 'import chdb_server' 2>/dev/null; then
+  echo "$python cannot import chdb_server: run tests-e2e/setup.sh first (it makes .venv), or set PYTHON" >&2
+  exit 1
+fi
 mkdir -p "$data"
-export PYTHONPATH="$here${PYTHONPATH:+:$PYTHONPATH}"
 
 # Runs `python -m MODULE ARGS…` in the background as NAME and waits for its first LINES lines of output (NAME.out).
 launch() {

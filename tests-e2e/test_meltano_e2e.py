@@ -21,11 +21,19 @@ import pytest
 
 import bridges
 import meltano_project
-from chdb_server.pytest_plugin import requires_meltano
 from chdb_server.testing import Endpoint
 from meltano_project import STATE_ID
 from meltano_state_backend_clickhouse import java as runtime
 from meltano_state_backend_clickhouse import process
+
+MELTANO = tuple(int(part) for part in version("meltano").split(".")[:2])
+
+
+def requires_meltano(major_minor: str, what: str):
+    """Skips a test on a Meltano older than `major_minor`, saying which feature it lacks."""
+    needed = tuple(int(part) for part in major_minor.split("."))
+    return pytest.mark.skipif(MELTANO < needed, reason=f"Meltano {version('meltano')} has no {what} (since {major_minor})")
+
 
 @pytest.fixture(scope="session")
 def recorder(tmp_path_factory) -> pathlib.Path:
@@ -103,6 +111,7 @@ def meltano(project, clickhouse, recorder):
     return Meltano(project, clickhouse, "e2e_" + uuid.uuid4().hex[:10], recorder)
 
 
+@pytest.mark.java_runtime
 def test_every_state_subcommand(meltano):
     meltano("state", "set", "--force", "dev:a", '{"singer_state": {"bookmarks": {"s": {"id": 1}}}}')
     assert meltano.state("dev:a") == {"singer_state": {"bookmarks": {"s": {"id": 1}}}}
@@ -171,6 +180,7 @@ def test_meltano_upgrade_brings_a_table_of_the_upstream_add_on_up_to_date(meltan
     assert meltano.state("dev:old") == {"singer_state": {"bookmarks": {"t": {"id": 7}}}}
 
 
+@pytest.mark.java_runtime
 def test_incremental_run_resumes_from_the_bookmark_in_clickhouse(meltano):
     meltano_project.write_rows(meltano.root, 1, 5)
     meltano("run", "tap-csvlite", "target-jsonlite")
@@ -274,6 +284,7 @@ def test_a_bad_configuration_fails_in_one_clear_paragraph_and_keeps_the_state(me
     assert meltano.state() == {"singer_state": {"kept": 1}}
 
 
+@pytest.mark.bridge_only
 def test_a_run_survives_a_clickhouse_restart_in_its_middle(installed_project, tmp_path, local_clickhouse, recorder):
     """300 STATE messages over ~20 s; the server is stopped for 5 s after about a quarter of them."""
     local_clickhouse.start()
@@ -315,6 +326,7 @@ def _bookmark(meltano) -> int | None:
     return state.get("singer_state", {}).get("bookmarks", {}).get("rows", {}).get("replication_key_value")
 
 
+@pytest.mark.bridge_only
 def test_a_run_with_the_keeper_lock_on_the_second_of_two_servers(installed_project, tmp_path, keeper_clickhouses,
                                                                  recorder):
     """lock: keeper, on a server that shares KeeperMap tables with another: the run and the state CLI as usual."""
@@ -388,6 +400,7 @@ def test_history_and_restore_from_the_project_folder(meltano):
 ADOPTED = re.compile(r"Adopted the bridge started early \(pid (\d+)\)")
 
 
+@pytest.mark.java_runtime
 def test_the_bridge_starts_while_meltano_starts_and_the_state_command_adopts_it(meltano):
     meltano("state", "set", "--force", "dev:early", '{"singer_state": {"n": 1}}')
     with meltano.bridges.watch() as watch:
@@ -431,6 +444,7 @@ def test_no_bridge_starts_for_another_backend_or_a_command_without_state(meltano
     assert len(watch) == 1
 
 
+@pytest.mark.java_runtime
 def test_an_early_bridge_nobody_adopts_holds_no_secret_and_ends_with_meltano(meltano, tmp_path):
     secret = "pw-" + uuid.uuid4().hex
     with meltano.bridges.watch() as watch:
@@ -459,6 +473,7 @@ def test_an_early_bridge_nobody_adopts_holds_no_secret_and_ends_with_meltano(mel
     assert not meltano.bridges.left(before), "the early bridge outlived a SIGKILLed meltano"
 
 
+@pytest.mark.bridge_only
 def test_the_leak_check_counts_only_the_tests_own_bridges(meltano):
     """A bridge jar run by someone else on this machine, all the while: not this test's, so not a leak."""
     foreign = subprocess.Popen([runtime.find().path, "-jar", str(process.find_jar())], stdin=subprocess.PIPE,
@@ -475,6 +490,7 @@ def test_the_leak_check_counts_only_the_tests_own_bridges(meltano):
 FAKE_JAVA_11 = '#!/bin/sh\necho \'openjdk version "11.0.22" 2024-01-16\' >&2\nexit 1\n'
 
 
+@pytest.mark.java_runtime
 @pytest.mark.parametrize("case", ["Java 11", "no Java"])
 def test_a_java_too_old_or_none_fails_clearly_and_stores_nothing(meltano, tmp_path, case):
     if case == "Java 11":
@@ -499,10 +515,11 @@ def test_state_get_right_after_a_run_shows_its_last_bookmark_every_time(meltano)
     """The run's last states wait in the bridge (write_interval_seconds, default 1 s): the run ends after they are
     stored, never before."""
     _with_tap_config(meltano.root, state_every=1)
+    rows = 200  # a STATE message each, the last ones still waiting in the bridge (write interval) as the run ends
     for run in range(1, 21):
-        meltano_project.write_rows(meltano.root, 1000 * (run - 1) + 1, 1000 * run)
+        meltano_project.write_rows(meltano.root, rows * (run - 1) + 1, rows * run)
         meltano("run", "tap-csvlite", "target-jsonlite")
-        assert meltano.state()["singer_state"]["bookmarks"]["rows"]["replication_key_value"] == 1000 * run, run
+        assert meltano.state()["singer_state"]["bookmarks"]["rows"]["replication_key_value"] == rows * run, run
 
 
 class _LiveRun:
@@ -547,6 +564,7 @@ class _LiveRun:
         self.process.wait()
 
 
+@pytest.mark.bridge_only
 def test_meltano_sigkilled_mid_run_leaves_the_last_bookmark_it_updated(meltano):
     """The bridge sees EOF on stdin and writes what it kept back before it exits."""
     meltano_project.write_rows(meltano.root, 1, 400)
@@ -566,6 +584,8 @@ def test_meltano_sigkilled_mid_run_leaves_the_last_bookmark_it_updated(meltano):
     assert _bookmark(meltano) == last
 
 
+@pytest.mark.bridge_only
+@pytest.mark.java_runtime  # the JVM dying mid-run
 def test_the_bridge_sigkilled_mid_run_leaves_a_bookmark_at_most_one_interval_old(meltano):
     """The bridge's own death loses only what it kept back: at most write_interval_seconds of bookmarks; the shim
     starts a new bridge and the run ends with every bookmark stored."""
@@ -619,6 +639,7 @@ def _statuses(result: subprocess.CompletedProcess) -> dict[str, str]:
     return {line["check"]: line["status"] for line in json.loads(result.stdout)["checks"]}
 
 
+@pytest.mark.java_runtime
 def test_check_says_all_is_well_and_leaves_nothing_behind(meltano):
     result = _check(meltano)
     assert result.returncode == 0, result.stdout + result.stderr
@@ -648,6 +669,7 @@ def test_check_on_the_keeper_pair_chooses_the_keeper_lock(installed_project, tmp
     assert lock["detail"].startswith("keeper"), lock
 
 
+@pytest.mark.bridge_only
 @pytest.mark.parametrize("case", ["wrong password", "unreachable port", "lock keeper without Keeper"])
 def test_check_fails_with_the_fix(meltano, case):
     uri = meltano.clickhouse.state_uri()

@@ -114,6 +114,7 @@ def test_missing_settings_raise_meltanos_error(clickhouse):
         ClickhouseStateStoreManager(uri=f"clickhouse://default@{clickhouse.host}:{clickhouse.port}")
 
 
+@pytest.mark.java_runtime
 def test_a_killed_bridge_is_restarted_on_the_next_call(manager, caplog):
     manager.set(MeltanoState("k", {}, {"v": 1}))
     old = bridge_pid(manager)
@@ -213,6 +214,7 @@ def test_no_bridge_outlives_a_sigkilled_parent(clickhouse, schema):
     assert _gone_soon(pid), "the bridge outlived its parent"
 
 
+@pytest.mark.java_runtime
 def test_the_password_stays_out_of_argv_env_and_logs(local_clickhouse, schema, caplog, monkeypatch):
     secret = "pw-" + uuid.uuid4().hex
     local_clickhouse.password = secret
@@ -283,6 +285,7 @@ def _state_of(megabytes: int) -> dict:
     return {"singer_state": {"bookmarks": {f"stream_{i}": dict(stream, i=i) for i in range(count)}}}
 
 
+@pytest.mark.java_runtime  # the heap: its default size and what running out of it does
 @pytest.mark.bridge_only
 @pytest.mark.parametrize("megabytes", [1, 10, 50])
 def test_large_states_round_trip_exactly(manager, megabytes):
@@ -293,6 +296,7 @@ def test_large_states_round_trip_exactly(manager, megabytes):
     assert [s.completed_state == big for s in manager.get_all("big")] == [True]
 
 
+@pytest.mark.java_runtime  # the heap: its default size and what running out of it does
 @pytest.mark.bridge_only
 def test_a_100_mb_state_works_with_the_default_memory(manager):
     big = _state_of(100)
@@ -300,6 +304,7 @@ def test_a_100_mb_state_works_with_the_default_memory(manager):
     assert manager.get("huge").completed_state == big
 
 
+@pytest.mark.java_runtime  # the heap: its default size and what running out of it does
 @pytest.mark.bridge_only
 def test_a_state_too_large_for_the_bridges_memory_fails_clearly_and_keeps_what_is_stored(clickhouse, schema, monkeypatch):
     with ClickhouseStateStoreManager(uri=clickhouse.state_uri(), schema=schema) as roomy:

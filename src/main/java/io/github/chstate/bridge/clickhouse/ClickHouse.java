@@ -58,6 +58,12 @@ public final class ClickHouse implements AutoCloseable {
     private static final Logger log = LoggerFactory.getLogger(ClickHouse.class);
     private static final java.util.Set<Integer> AUTH_CODES = java.util.Set.of(192, 193, 194, 516);
 
+    /**
+     * LZ4 in Java, not lz4-java's native library: that one is copied into the temp directory at every start and left
+     * there for good (with its .lck) by a bridge that is killed; the Java one needs no file and loads no native code.
+     */
+    private static final String PURE_JAVA_LZ4 = "disable_native_compression";
+
     private final HikariDataSource pool;
     private final Settings settings;
     private final Retry retry;
@@ -83,6 +89,7 @@ public final class ClickHouse implements AutoCloseable {
         config.addDataSourceProperty("clickhouse_setting_async_insert", "0");
         // A version read lists every id of a set_all (meltano state copy/move of many ids); the default limit is 256 KiB.
         config.addDataSourceProperty("clickhouse_setting_max_query_size", String.valueOf(64L << 20));
+        config.addDataSourceProperty(PURE_JAVA_LZ4, "true");
         if (settings.caCert() != null) {
             config.addDataSourceProperty("sslrootcert", settings.caCert());
         }
@@ -103,6 +110,7 @@ public final class ClickHouse implements AutoCloseable {
         Properties user = new Properties();
         user.setProperty("user", "warm-up");
         user.setProperty("password", "");
+        user.setProperty(PURE_JAVA_LZ4, "true");
         try (Connection c = new Driver().connect("jdbc:clickhouse:http://localhost:8123/default", user);
              Statement st = c.createStatement()) {
             st.setEscapeProcessing(false);

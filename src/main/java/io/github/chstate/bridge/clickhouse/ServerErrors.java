@@ -31,6 +31,22 @@ public final class ServerErrors {
     }
 
     /**
+     * Whether a statement failed because the server has no KeeperMap tables: ClickHouse answers the CREATE of one with
+     * code 36 (BAD_ARGUMENTS) and names the missing {@code keeper_map_path_prefix}; 36 alone is any bad argument.
+     */
+    public static boolean isNoKeeperMap(Throwable e) {
+        if (!Integer.valueOf(36).equals(code(e))) {
+            return false;
+        }
+        for (Throwable t = e; t != null; t = t.getCause()) {
+            if (String.valueOf(t.getMessage()).contains("keeper_map_path_prefix")) {
+                return true;
+            }
+        }
+        return false;
+    }
+
+    /**
      * Whether a statement lost a Keeper compare-and-set under {@code keeper_map_strict_mode}: code 999 with "Node
      * exists" (a create of an existing row) or "Bad version" (the row changed between the server's read and write).
      */

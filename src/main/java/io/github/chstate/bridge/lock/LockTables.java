@@ -1,6 +1,7 @@
 package io.github.chstate.bridge.lock;
 
 import io.github.chstate.bridge.clickhouse.ClickHouse;
+import io.github.chstate.bridge.clickhouse.ServerErrors;
 import io.github.chstate.bridge.clickhouse.Sql;
 import io.github.chstate.bridge.config.Settings;
 import io.github.chstate.bridge.error.BridgeException;
@@ -66,7 +67,7 @@ public final class LockTables {
             ch.execute(keeperLockStatement());
             return true;
         } catch (BridgeException e) {
-            if (String.valueOf(e.getMessage()).contains("keeper_map_path_prefix")) {
+            if (ServerErrors.isNoKeeperMap(e)) {
                 return false;
             }
             throw e;

@@ -8,9 +8,9 @@ import org.slf4j.Logger;
 import org.slf4j.LoggerFactory;
 
 /**
- * Opens the lock the {@code lock} setting asks for, creating its table. {@code auto}: the KeeperMap lock wherever the
- * server has KeeperMap (found by creating its table: without {@code keeper_map_path_prefix} that fails with code 36),
- * else the claims lock on a single node, and a refusal on replicated tables, where claims cannot promise one holder.
+ * Which lock the {@code lock} setting gets ({@link #choose}, for {@code initialize} and {@code check} alike), and
+ * opening it. {@code auto}: the KeeperMap lock wherever the server has KeeperMap, else the claims lock on a single
+ * node, and a refusal on replicated tables, where claims cannot promise one holder.
  */
 public final class Locks {
     private static final Logger log = LoggerFactory.getLogger(Locks.class);
@@ -18,42 +18,66 @@ public final class Locks {
     private Locks() {
     }
 
-    /** {@code replicated}: the state table is replicated (a cluster or Cloud), where claims cannot promise one holder. */
+    /** What the setting, KeeperMap on the server and the deployment decide; a refusal says why and what to do. */
+    public enum Choice {
+        KEEPER("", ""),
+        CLAIMS("", ""),
+        /** Claims where they cannot promise one holder: asked for by name, so taken with a warning. */
+        CLAIMS_NOT_EXCLUSIVE("", ""),
+        NO_KEEPER_MAP("state_backend.clickhouse.lock is 'keeper', but this ClickHouse has no KeeperMap tables (its "
+                + "config sets no keeper_map_path_prefix).", "Configure keeper_map_path_prefix and a Keeper "
+                + "(<zookeeper>) on the server, or set lock to auto or claims."),
+        REPLICATED_WITHOUT_KEEPER_MAP("The state table %s is replicated, where only a KeeperMap lock keeps two runs of "
+                + "one pipeline apart, and this ClickHouse has no KeeperMap tables (no keeper_map_path_prefix in its "
+                + "config).", "Configure keeper_map_path_prefix on the servers, or set state_backend.clickhouse.lock "
+                + "to 'claims' knowingly: then never run a pipeline twice at once.");
+
+        private final String problem;
+        public final String fix;
+
+        Choice(String problem, String fix) {
+            this.problem = problem;
+            this.fix = fix;
+        }
+
+        /** Why the bridge refuses the state table {@code schema.table}; empty when it does not. */
+        public String problem(String table) {
+            return String.format(problem, table);
+        }
+    }
+
+    public static Choice choose(Settings.LockKind asked, boolean keeperMap, boolean replicated) {
+        return switch (asked) {
+            case KEEPER -> keeperMap ? Choice.KEEPER : Choice.NO_KEEPER_MAP;
+            case CLAIMS -> replicated ? Choice.CLAIMS_NOT_EXCLUSIVE : Choice.CLAIMS;
+            case AUTO -> keeperMap ? Choice.KEEPER : replicated ? Choice.REPLICATED_WITHOUT_KEEPER_MAP : Choice.CLAIMS;
+        };
+    }
+
+    /**
+     * Opens the chosen lock, creating its table; whether the server has KeeperMap is found by creating the KeeperMap
+     * table, unless claims were asked for. {@code replicated}: the state table is replicated (a cluster or Cloud).
+     */
     public static StateLock open(ClickHouse ch, LockTables tables, LockTables.Found found, boolean replicated,
                                  Settings settings) {
-        String table = settings.schema() + "." + settings.table();
-        switch (settings.lock()) {
-            case KEEPER -> {
-                if (!tables.ensureKeeperLock(ch, found)) {
-                    throw new BridgeException(ErrorCode.CONFIGURATION, "state_backend.clickhouse.lock is 'keeper', but "
-                            + "this ClickHouse has no KeeperMap tables (its config sets no keeper_map_path_prefix). "
-                            + "Configure keeper_map_path_prefix and a Keeper (<zookeeper>) on the server, or set lock to "
-                            + "auto or claims.");
-                }
+        boolean keeperMap = settings.lock() != Settings.LockKind.CLAIMS && tables.ensureKeeperLock(ch, found);
+        Choice choice = choose(settings.lock(), keeperMap, replicated);
+        switch (choice) {
+            case KEEPER:
                 return new KeeperLock(ch, tables, settings.lockTimeout());
-            }
-            case CLAIMS -> {
+            case CLAIMS:
+            case CLAIMS_NOT_EXCLUSIVE:
                 String engine = tables.ensureClaims(ch, found);
-                if (replicated || !"MergeTree".equals(engine)) {
-                    log.warn("The state table {} is {} and the lock table a {}: the claims lock cannot promise "
+                if (choice == Choice.CLAIMS_NOT_EXCLUSIVE || !"MergeTree".equals(engine)) {
+                    log.warn("The state table {}.{} is {} and the lock table a {}: the claims lock cannot promise "
                             + "exclusive access there (docs/lock.md). Do not run two pipelines on one state id at "
-                            + "once, or use lock: keeper.", table, replicated ? "replicated" : "not replicated", engine);
+                            + "once, or use lock: keeper.", settings.schema(), settings.table(),
+                            replicated ? "replicated" : "not replicated", engine);
                 }
                 return new ClaimLock(ch, tables, settings.lockTimeout());
-            }
-            default -> {
-                if (tables.ensureKeeperLock(ch, found)) {
-                    return new KeeperLock(ch, tables, settings.lockTimeout());
-                }
-                if (replicated) {
-                    throw new BridgeException(ErrorCode.CONFIGURATION, "The state table " + table + " is replicated, "
-                            + "where only a KeeperMap lock keeps two runs of one pipeline apart, "
-                            + "and this ClickHouse has no KeeperMap tables (no keeper_map_path_prefix in its config). "
-                            + "Configure keeper_map_path_prefix on the servers, or set state_backend.clickhouse.lock to "
-                            + "'claims' knowingly: then never run a pipeline twice at once.");
-                }
-                return open(ch, tables, found, false, settings.withLock(Settings.LockKind.CLAIMS));
-            }
+            default:
+                throw new BridgeException(ErrorCode.CONFIGURATION,
+                        choice.problem(settings.schema() + "." + settings.table()) + " " + choice.fix);
         }
     }
 }

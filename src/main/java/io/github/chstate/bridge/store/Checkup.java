@@ -1,9 +1,11 @@
 package io.github.chstate.bridge.store;
 
 import io.github.chstate.bridge.clickhouse.ClickHouse;
+import io.github.chstate.bridge.clickhouse.ServerErrors;
 import io.github.chstate.bridge.clickhouse.Sql;
 import io.github.chstate.bridge.config.Settings;
 import io.github.chstate.bridge.error.BridgeException;
+import io.github.chstate.bridge.lock.Locks;
 
 import java.util.ArrayList;
 import java.util.List;
@@ -86,18 +88,8 @@ public final class Checkup {
     }
 
     private Deployment deployment(String stateEngine, boolean cloud) {
-        Deployment deployment;
-        String why;
-        if (!stateEngine.isEmpty()) {
-            deployment = Deployment.ofEngine(stateEngine);
-            why = "the state table's engine is " + stateEngine;
-        } else if (settings.cluster() != null) {
-            deployment = Deployment.REPLICATED;
-            why = "the cluster setting is '" + settings.cluster() + "' (the state table does not exist yet)";
-        } else {
-            deployment = cloud ? Deployment.SHARED : Deployment.SINGLE_NODE;
-            why = cloud ? "the server runs with cloud_mode" : "no cluster setting, no cloud_mode";
-        }
+        Deployment.Decided decided = Deployment.decide(stateEngine, settings.cluster(), cloud);
+        Deployment deployment = decided.deployment();
         String name = switch (deployment) {
             case SINGLE_NODE -> "single server";
             case REPLICATED -> "cluster" + (settings.cluster() == null ? "" : " '" + settings.cluster() + "'");
@@ -110,7 +102,7 @@ public final class Checkup {
                             + "unset it for a single server."));
             return deployment;
         }
-        lines.add(Line.ok("deployment", name + ": " + why));
+        lines.add(Line.ok("deployment", name + ": " + decided.why()));
         return deployment;
     }
 
@@ -177,7 +169,7 @@ public final class Checkup {
             lines.add(Line.ok("keepermap", "KeeperMap tables work on this server"));
             return true;
         } catch (BridgeException e) {
-            if (String.valueOf(e.getMessage()).contains("keeper_map_path_prefix")) {
+            if (ServerErrors.isNoKeeperMap(e)) {
                 lines.add(Line.ok("keepermap", "this server has no KeeperMap tables (no keeper_map_path_prefix)"));
                 return false;
             }
@@ -191,26 +183,23 @@ public final class Checkup {
     }
 
     private void lock(Deployment deployment, Boolean keeperMap) {
-        Settings.LockKind asked = settings.lock();
-        String setting = "lock: " + asked.name().toLowerCase(Locale.ROOT);
+        String setting = "lock: " + settings.lock().name().toLowerCase(Locale.ROOT);
         if (keeperMap == null) {
             lines.add(new Line("lock", "WARN", setting + "; which lock it takes is not known: the KeeperMap probe did "
                     + "not run", "Fix the lines above first."));
-        } else if (keeperMap && asked != Settings.LockKind.CLAIMS) {
-            lines.add(Line.ok("lock", "keeper (" + setting + ", and the server has KeeperMap tables)"));
-        } else if (asked == Settings.LockKind.KEEPER) {
-            lines.add(new Line("lock", "FAIL", setting + ", but this server has no KeeperMap tables",
-                    "Configure keeper_map_path_prefix and a Keeper on the server, or set lock to auto or claims."));
-        } else if (!deployment.replicated()) {
-            lines.add(Line.ok("lock", "claims (" + setting + (keeperMap ? "" : ", and no KeeperMap on the server")
-                    + "; exclusive on a single server)"));
-        } else if (asked == Settings.LockKind.CLAIMS) {
-            lines.add(new Line("lock", "WARN", "claims (" + setting + ") on a " + deployment.name().toLowerCase(Locale.ROOT)
-                    + " deployment, where it cannot promise one holder", "Use lock: keeper (KeeperMap) there."));
-        } else {
-            lines.add(new Line("lock", "FAIL", setting + " on a replicated deployment without KeeperMap tables",
-                    "Configure keeper_map_path_prefix on the servers, or set lock: claims knowingly."));
+            return;
         }
+        Locks.Choice choice = Locks.choose(settings.lock(), keeperMap, deployment.replicated());
+        lines.add(switch (choice) {
+            case KEEPER -> Line.ok("lock", "keeper (" + setting + ", and the server has KeeperMap tables)");
+            case CLAIMS -> Line.ok("lock", "claims (" + setting + (keeperMap ? "" : ", and no KeeperMap on the server")
+                    + "; exclusive on a single server)");
+            case CLAIMS_NOT_EXCLUSIVE -> new Line("lock", "WARN", "claims (" + setting + ") on a "
+                    + deployment.name().toLowerCase(Locale.ROOT) + " deployment, where it cannot promise one holder",
+                    "Use lock: keeper (KeeperMap) there.");
+            default -> new Line("lock", "FAIL", setting + ": " + choice.problem(settings.schema() + "."
+                    + settings.table()), choice.fix);
+        });
     }
 
     /** Runs one probe statement; a failure becomes a FAIL line with the fix. */

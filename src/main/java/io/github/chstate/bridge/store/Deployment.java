@@ -29,12 +29,25 @@ public enum Deployment {
         this.readSetting = readSetting;
     }
 
-    /** From the state table's engine, once it exists. */
-    static Deployment ofEngine(String engine) {
-        if (engine.startsWith("Shared")) {
-            return SHARED;
+    /** A deployment and why it is the one: for {@code check} to say. */
+    public record Decided(Deployment deployment, String why) {
+    }
+
+    /**
+     * The one place that tells the deployment, for {@code initialize} and {@code check} alike: the state table's engine
+     * once it exists ({@code stateEngine}, "" before), else the {@code cluster} setting, else the server's cloud_mode.
+     */
+    public static Decided decide(String stateEngine, String cluster, boolean cloud) {
+        if (!stateEngine.isEmpty()) {
+            Deployment d = stateEngine.startsWith("Shared") ? SHARED
+                    : stateEngine.startsWith("Replicated") ? REPLICATED : SINGLE_NODE;
+            return new Decided(d, "the state table's engine is " + stateEngine);
         }
-        return engine.startsWith("Replicated") ? REPLICATED : SINGLE_NODE;
+        if (cluster != null) {
+            return new Decided(REPLICATED, "the cluster setting is '" + cluster + "' (the state table does not exist yet)");
+        }
+        return cloud ? new Decided(SHARED, "the server runs with cloud_mode")
+                : new Decided(SINGLE_NODE, "no cluster setting, no cloud_mode");
     }
 
     public boolean replicated() {

@@ -95,9 +95,7 @@ public final class Tables {
     public Found ensure(ClickHouse ch) {
         Probe probe = probe(ch);
         if (probe.stateEngine.isEmpty()) {
-            Deployment expected = cluster != null ? Deployment.REPLICATED
-                    : probe.cloud ? Deployment.SHARED : Deployment.SINGLE_NODE;
-            stateStatements(expected).forEach(ch::execute);
+            stateStatements(Deployment.decide("", cluster, probe.cloud).deployment()).forEach(ch::execute);
             probe = probe(ch);
         }
         if (!List.of(probe.stateColumns.split(",")).containsAll(STATE_COLUMNS)) {
@@ -111,7 +109,7 @@ public final class Tables {
             ch.execute("ALTER TABLE " + state + onCluster + " MODIFY SETTING non_replicated_deduplication_window = 1000");
         }
         ensureHistory(ch, probe);
-        return new Found(probe.serverVersion, probe.clock, Deployment.ofEngine(probe.stateEngine),
+        return new Found(probe.serverVersion, probe.clock, Deployment.decide(probe.stateEngine, cluster, probe.cloud).deployment(),
                 new LockTables.Found(probe.claimsEngine, probe.keeperLockExists));
     }
 

@@ -1,6 +1,7 @@
 package io.github.chstate.bridge.it;
 
 import com.clickhouse.jdbc.Driver;
+import io.github.chstate.bridge.clickhouse.ServerErrors;
 import org.testcontainers.DockerClientFactory;
 import org.testcontainers.clickhouse.ClickHouseContainer;
 
@@ -14,19 +15,23 @@ import java.nio.file.Path;
 import java.sql.Connection;
 import java.sql.SQLException;
 import java.sql.Statement;
+import java.util.ArrayList;
+import java.util.Comparator;
 import java.util.HashMap;
 import java.util.List;
 import java.util.Map;
 import java.util.Properties;
 import java.util.UUID;
+import java.util.stream.Stream;
 
 /**
  * The ClickHouse the integration tests run against: {@code CLICKHOUSE_URL} (http[s]://user:password@host:port) if set,
- * else a Testcontainers ClickHouse where Docker runs. With neither, tests fail and say so: they are never skipped.
+ * else a Testcontainers ClickHouse where Docker runs, else a local chDB server that
+ * {@code tests-e2e/start-clickhouse.sh} starts for this JVM (it needs {@code tests-e2e/setup.sh} run once) and
+ * {@code stop-clickhouse.sh} stops at its exit. When none of these works, tests fail and say so: never skipped.
  * <p>
  * Tests of KeeperMap across servers use {@link #keeperServers()}: {@code CLICKHOUSE_KEEPER_URLS} (two or more URLs,
- * comma-separated, of servers on one Keeper) if set, else two local chDB servers and a ZooKeeper that
- * {@code tests-e2e/start-clickhouse.sh --keeper} starts for this JVM and {@code stop-clickhouse.sh} stops at its exit.
+ * comma-separated, of servers on one Keeper) if set, else two local chDB servers on a ZooKeeper, started the same way.
  */
 public final class ClickHouseEndpoint {
     private static Map<String, Object> base;
@@ -61,26 +66,30 @@ public final class ClickHouseEndpoint {
     }
 
     private static List<String> startLocalKeeperServers() {
+        return List.of(startLocal("CLICKHOUSE_KEEPER_URLS", "--keeper", "--servers", "2").split(","));
+    }
+
+    /** Runs start-clickhouse.sh with OPTIONS and returns the value it exports as VARIABLE. */
+    private static String startLocal(String variable, String... options) {
         try {
-            Path dir = Files.createTempDirectory("it-keeper-");
-            ProcessBuilder start = new ProcessBuilder("tests-e2e/start-clickhouse.sh", "--keeper", "--servers", "2",
-                    dir.toString()).redirectError(ProcessBuilder.Redirect.INHERIT);
-            if (System.getenv("PYTHON") == null && Files.isExecutable(Path.of(".venv/bin/python"))) {
-                start.environment().put("PYTHON", ".venv/bin/python");
-            }
-            Runtime.getRuntime().addShutdownHook(new Thread(() -> stopLocalKeeperServers(dir)));
-            Process process = start.start();
+            Path dir = Files.createTempDirectory(Path.of(System.getProperty("java.io.tmpdir")), "it-clickhouse-");
+            List<String> command = new ArrayList<>(List.of("tests-e2e/start-clickhouse.sh"));
+            command.addAll(List.of(options));
+            command.add(dir.toString());
+            Runtime.getRuntime().addShutdownHook(new Thread(() -> stopLocal(dir)));
+            Process process = new ProcessBuilder(command).redirectError(ProcessBuilder.Redirect.INHERIT).start();
             String output = new String(process.getInputStream().readAllBytes(), StandardCharsets.UTF_8);
             if (process.waitFor() != 0) {
-                throw new IllegalStateException("tests-e2e/start-clickhouse.sh --keeper failed (its error is above); "
-                        + "it needs a Python with tests-e2e/requirements.txt (PYTHON=…), or set CLICKHOUSE_KEEPER_URLS");
+                throw new IllegalStateException("No ClickHouse for the integration tests: tests-e2e/start-clickhouse.sh "
+                        + String.join(" ", options) + " failed (its error is above). Run tests-e2e/setup.sh once, or set "
+                        + variable + " to a ClickHouse, or run Docker for Testcontainers.");
             }
             for (String line : output.split("\n")) {
-                if (line.startsWith("export CLICKHOUSE_KEEPER_URLS=")) {
-                    return List.of(line.substring(line.indexOf('=') + 1).trim().split(","));
+                if (line.startsWith("export " + variable + "=")) {
+                    return line.substring(line.indexOf('=') + 1).trim();
                 }
             }
-            throw new IllegalStateException("start-clickhouse.sh printed no CLICKHOUSE_KEEPER_URLS: " + output);
+            throw new IllegalStateException("start-clickhouse.sh printed no " + variable + ": " + output);
         } catch (IOException e) {
             throw new UncheckedIOException(e);
         } catch (InterruptedException e) {
@@ -89,11 +98,15 @@ public final class ClickHouseEndpoint {
         }
     }
 
-    private static void stopLocalKeeperServers(Path dir) {
+    /** Stops what start-clickhouse.sh started in DIR and removes DIR. */
+    private static void stopLocal(Path dir) {
         try {
             new ProcessBuilder("tests-e2e/stop-clickhouse.sh", dir.toString()).inheritIO().start().waitFor();
+            try (Stream<Path> files = Files.walk(dir)) {
+                files.sorted(Comparator.reverseOrder()).forEach(path -> path.toFile().delete());
+            }
         } catch (IOException | InterruptedException e) {
-            System.err.println("could not stop the local KeeperMap servers in " + dir + ": " + e);
+            System.err.println("could not stop the local ClickHouse in " + dir + ": " + e);
         }
     }
 
@@ -108,8 +121,7 @@ public final class ClickHouseEndpoint {
             return fromUrl("http://" + container.getUsername() + ":" + container.getPassword() + "@"
                     + container.getHost() + ":" + container.getMappedPort(8123));
         }
-        throw new IllegalStateException("No ClickHouse for the integration tests: set CLICKHOUSE_URL "
-                + "(e.g. http://default:@127.0.0.1:8123, from `tests-e2e/start-clickhouse.sh`) or run Docker for Testcontainers.");
+        return fromUrl(startLocal("CLICKHOUSE_URL"));
     }
 
     private static boolean dockerAvailable() {
@@ -138,7 +150,7 @@ public final class ClickHouseEndpoint {
             s.execute("DROP TABLE " + table);
             return true;
         } catch (SQLException e) {
-            if (String.valueOf(e.getMessage()).contains("keeper_map_path_prefix")) {
+            if (ServerErrors.isNoKeeperMap(e)) {
                 return false;
             }
             throw e;

@@ -77,9 +77,12 @@ class TablesTest {
 
     @Test
     void theDeploymentComesFromTheEngineAndDecidesReadAndInsertSettings() {
-        assertEquals(Deployment.SHARED, Deployment.ofEngine("SharedReplacingMergeTree"));
-        assertEquals(Deployment.REPLICATED, Deployment.ofEngine("ReplicatedReplacingMergeTree"));
-        assertEquals(Deployment.SINGLE_NODE, Deployment.ofEngine("ReplacingMergeTree"));
+        assertEquals(Deployment.SHARED, Deployment.decide("SharedReplacingMergeTree", null, true).deployment());
+        assertEquals(Deployment.REPLICATED, Deployment.decide("ReplicatedReplacingMergeTree", null, false).deployment());
+        assertEquals(Deployment.SINGLE_NODE, Deployment.decide("ReplacingMergeTree", "c", true).deployment());
+        assertEquals(Deployment.REPLICATED, Deployment.decide("", "c", true).deployment());
+        assertEquals(Deployment.SHARED, Deployment.decide("", null, true).deployment());
+        assertEquals(Deployment.SINGLE_NODE, Deployment.decide("", null, false).deployment());
         assertEquals("", Deployment.SINGLE_NODE.readClause());
         assertEquals(Map.of(), Deployment.SINGLE_NODE.insertSettings());
         assertEquals(" SETTINGS select_sequential_consistency = 1", Deployment.SHARED.readClause());

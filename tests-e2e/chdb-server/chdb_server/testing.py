@@ -8,8 +8,6 @@ import sys
 import urllib.parse
 import urllib.request
 
-HERE = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-
 
 class _Child:
     """A `python -m MODULE` that prints what a client needs, one line each, once it is ready."""
@@ -25,8 +23,7 @@ class _Child:
         raise NotImplementedError
 
     def _start(self, lines: int, env: dict | None = None) -> list[str]:
-        env = dict(env or os.environ, PYTHONPATH=HERE + os.pathsep + os.environ.get("PYTHONPATH", ""))
-        # CHDB_SERVER_PYTHON: a Python with chdb installed, for tests that run in a virtualenv of another Meltano
+        # CHDB_SERVER_PYTHON: a Python with chdb installed, for a caller whose own Python has only this package
         python = os.environ.get("CHDB_SERVER_PYTHON") or sys.executable
         self._process = subprocess.Popen([python, "-m", self.module, *self._arguments()], env=env, text=True,
                                          stdout=subprocess.PIPE, stderr=subprocess.PIPE)

@@ -1,38 +1,15 @@
 """Pytest fixtures: a ClickHouse to test against (CLICKHOUSE_URL, else a local chDB server) and private servers.
 
-Used by tests-e2e/ and python-shim/tests/ alike: `pytest_plugins = ["chdb_server.pytest_plugin"]`.
+Installed with this package as the pytest plugin `chdb_server` (entry point pytest11): `clickhouse`,
+`keeper_clickhouses` and `local_clickhouse` are there in every test of the virtualenv.
 """
 from __future__ import annotations
 
 import os
-from importlib.metadata import version
 
 import pytest
 
 from .testing import Endpoint, LocalClickHouse, LocalZooKeeper
-
-MELTANO = tuple(int(part) for part in version("meltano").split(".")[:2])
-
-
-def pytest_configure(config):
-    config.addinivalue_line("markers", "bridge_only: exercises the bridge and the shim's process handling, which do "
-                                       "not depend on Meltano's version")
-
-
-def pytest_collection_modifyitems(config, items):
-    """With BRIDGE_ONLY_TESTS=skip (the test command sets it for the older Meltanos), those run with the newest only."""
-    if os.environ.get("BRIDGE_ONLY_TESTS") != "skip":
-        return
-    skip = pytest.mark.skip(reason="bridge only: does not depend on Meltano's version, runs with the newest Meltano")
-    for item in items:
-        if "bridge_only" in item.keywords:
-            item.add_marker(skip)
-
-
-def requires_meltano(major_minor: str, what: str):
-    """Skips a test on a Meltano older than `major_minor`, saying which feature it lacks."""
-    needed = tuple(int(part) for part in major_minor.split("."))
-    return pytest.mark.skipif(MELTANO < needed, reason=f"Meltano {version('meltano')} has no {what} (since {major_minor})")
 
 
 @pytest.fixture(scope="session")

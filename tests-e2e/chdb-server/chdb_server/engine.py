@@ -111,7 +111,8 @@ class Engine:
         self._path = f"file:{data_dir}?config-file={_own_config(config, data_dir)}" if config else data_dir
         self._idle: list[_Session] = []  # least recently used first
         self._lock = threading.Lock()  # guards the pool, never held while a statement runs
-        self._spool = tempfile.mkdtemp(prefix="chdb-server-")
+        self._spool = os.path.join(data_dir, "insert-spool")  # INSERT data on its way to the engine
+        os.makedirs(self._spool, exist_ok=True)
         self.most_in_flight = 0
         self.sessions_opened = 0
         self._in_flight = 0

@@ -8,7 +8,6 @@ import signal
 import ssl
 import subprocess
 import sys
-import tempfile
 import threading
 
 from .engine import Engine
@@ -42,7 +41,7 @@ def main(argv=None):
     server = Server((args.host, args.port), engine, args.user, args.password)
     scheme = "http"
     if args.tls:
-        cert, key = (args.cert, args.key) if args.cert else _self_signed(tempfile.mkdtemp(prefix="chdb-tls-"))
+        cert, key = (args.cert, args.key) if args.cert else _self_signed(args.data)
         context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
         context.load_cert_chain(cert, key)
         server.socket = context.wrap_socket(server.socket, server_side=True)

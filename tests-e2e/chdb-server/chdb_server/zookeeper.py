@@ -1,12 +1,14 @@
 """python -m chdb_server.zookeeper --data DIR [--port N]
 
-Runs a standalone Apache ZooKeeper (Maven Central's, resolved once through the repository's Maven wrapper) for local
-ClickHouse servers with KeeperMap tables. When it answers, prints two lines: its address (host:port) and the path of
-a ClickHouse config that points an engine at it (`python -m chdb_server --config PATH`). SIGTERM or SIGINT stop it;
-the ZooKeeper JVM also ends when this process dies, however it dies.
+Runs a standalone Apache ZooKeeper for local ClickHouse servers with KeeperMap tables. Its jars come from Maven
+Central, downloaded once into a cache (CHDB_SERVER_CACHE, else ~/.cache/chdb-server; MAVEN_REPOSITORY_URL for a
+mirror) and checked against Maven Central's SHA-1. When it answers, prints two lines: its address (host:port) and the
+path of a ClickHouse config that points an engine at it (`python -m chdb_server --config PATH`). SIGTERM or SIGINT
+stop it; the ZooKeeper JVM also ends when this process dies, however it dies.
 """
 import argparse
 import ctypes
+import hashlib
 import os
 import shutil
 import signal
@@ -14,10 +16,20 @@ import socket
 import subprocess
 import sys
 import time
+import urllib.request
 
-REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-POM = os.path.join(REPO, "tests-e2e", "zookeeper", "pom.xml")
-CLASSPATH = os.path.join(REPO, "tests-e2e", "zookeeper", "target", "classpath.txt")
+# The standalone server and what it loads: ZooKeeper's own pom marks metrics-core and snappy-java optional, but
+# the server needs them for its metrics and its snapshots; slf4j-simple gives it a log.
+ARTIFACTS = [
+    ("org.apache.zookeeper", "zookeeper", "3.9.5"),
+    ("org.apache.zookeeper", "zookeeper-jute", "3.9.5"),
+    ("org.apache.yetus", "audience-annotations", "0.12.0"),
+    ("commons-io", "commons-io", "2.17.0"),
+    ("io.dropwizard.metrics", "metrics-core", "4.2.40"),
+    ("org.xerial.snappy", "snappy-java", "1.1.10.12"),
+    ("org.slf4j", "slf4j-api", "2.0.20"),
+    ("org.slf4j", "slf4j-simple", "2.0.20"),
+]
 # Every server given this config sees the same KeeperMap tables: the prefix is the same for all.
 CONFIG = """<clickhouse>
   <zookeeper><node><host>{host}</host><port>{port}</port></node></zookeeper>
@@ -27,13 +39,31 @@ CONFIG = """<clickhouse>
 
 
 def classpath() -> str:
-    if not os.path.exists(CLASSPATH):
-        partial = f"{CLASSPATH}.{os.getpid()}"
-        subprocess.run([os.path.join(REPO, "mvnw"), "-q", "-B", "-ntp", "-f", POM, "dependency:build-classpath",
-                        f"-Dmdep.outputFile={partial}"], check=True, stdout=sys.stderr)
-        os.replace(partial, CLASSPATH)
-    with open(CLASSPATH) as f:
-        return f.read().strip()
+    cache = os.environ.get("CHDB_SERVER_CACHE") or os.path.join(os.path.expanduser("~"), ".cache", "chdb-server")
+    repository = os.environ.get("MAVEN_REPOSITORY_URL", "https://repo.maven.apache.org/maven2").rstrip("/")
+    folder = os.path.join(cache, "zookeeper")
+    os.makedirs(folder, exist_ok=True)
+    jars = []
+    for group, artifact, version in ARTIFACTS:
+        jar = os.path.join(folder, f"{artifact}-{version}.jar")
+        if not os.path.exists(jar):
+            url = f"{repository}/{group.replace('.', '/')}/{artifact}/{version}/{artifact}-{version}.jar"
+            _download(url, jar)
+        jars.append(jar)
+    return os.pathsep.join(jars)
+
+
+def _download(url: str, path: str):
+    with urllib.request.urlopen(url, timeout=60) as response:
+        data = response.read()
+    with urllib.request.urlopen(url + ".sha1", timeout=60) as response:
+        expected = response.read().decode().split()[0].strip()
+    if hashlib.sha1(data).hexdigest() != expected:
+        sys.exit(f"{url}: SHA-1 {hashlib.sha1(data).hexdigest()}, Maven Central says {expected}")
+    partial = f"{path}.{os.getpid()}"  # several servers may start at once: each writes its own, then renames
+    with open(partial, "wb") as f:
+        f.write(data)
+    os.replace(partial, path)
 
 
 def free_port(host: str) -> int:
