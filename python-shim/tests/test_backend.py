@@ -10,6 +10,7 @@ import sys
 import textwrap
 import threading
 import time
+import urllib.request
 import uuid
 
 import pytest
@@ -124,6 +125,38 @@ def test_a_killed_bridge_is_restarted_on_the_next_call(manager, caplog):
         assert manager.get("k").completed_state == {"v": 1}
     assert bridge_pid(manager) != old
     assert "starting a new one" in caplog.text
+
+
+def _claims(clickhouse, schema: str, state_id: str) -> list[str]:
+    """The kinds of the claims lock's rows for a state id, in commit order, read on the server."""
+    sql = (f"SELECT kind FROM `{schema}`.state_claims WHERE state_id = '{state_id}' "
+           "ORDER BY _block_number FORMAT JSONEachRow")
+    request = urllib.request.Request(clickhouse.http_url + "/", data=sql.encode(), headers={
+        "X-ClickHouse-User": clickhouse.user, "X-ClickHouse-Key": clickhouse.password})
+    return [json.loads(line)["kind"] for line in urllib.request.urlopen(request, timeout=30).read().splitlines()]
+
+
+def test_a_set_under_a_lock_whose_bridge_died_takes_the_lock_again_first(clickhouse, schema, caplog):
+    """Issue 30: a set is never sent, unlocked, to a new bridge. Its lock went with the dead bridge; the set waits until
+    that lock is stale, takes it on the new bridge, writes, and frees it."""
+    m = ClickhouseStateStoreManager(uri=clickhouse.state_uri(), schema=schema, lock="claims",
+                                    lock_timeout_seconds=2, lock_retry_seconds=1)
+    try:
+        m.set(MeltanoState("dead:lock", {}, {"n": 0}))
+        with caplog.at_level(logging.WARNING, logger="meltano_state_backend_clickhouse.bridge"):
+            with m.acquire_lock("dead:lock", retry_seconds=0.1):
+                pid = bridge_pid(m)
+                os.kill(pid, signal.SIGKILL)
+                m._bridge._client.process._popen.wait()  # gone before the set is sent
+                m.set(MeltanoState("dead:lock", {}, {"n": 1}))
+        assert m.get("dead:lock").completed_state == {"n": 1}
+        assert bridge_pid(m) != pid
+        # the dead bridge's claim (never released), then the new bridge's own before the write; a set sent unlocked
+        # to the new bridge makes no second claim
+        assert _claims(clickhouse, schema, "dead:lock")[:2] == ["claim", "claim"]
+        assert "taking the lock again on a new bridge" in caplog.text
+    finally:
+        m.close()
 
 
 def test_threads_share_a_manager(manager):

@@ -94,6 +94,7 @@ class ClickhouseStateStoreManager(StateStoreManager):
         super().__init__(**kwargs)
         self.uri = uri
         self.settings = self.bridge_settings(uri, lock_timeout_seconds, lock_retry_seconds, **given)
+        self._held: dict[str, object] = {}  # state id -> the bridge that holds its lock for this manager
         try:
             self._bridge: SharedBridge | None = SharedBridge.acquire(self.settings)
         except _FAILURES as error:
@@ -131,7 +132,23 @@ class ClickhouseStateStoreManager(StateStoreManager):
         self._call("migrate")
 
     def set(self, state: MeltanoState) -> None:
-        self._call("set", _from_state(state))
+        """Under a lock, the state goes only to the bridge that holds the lock: if that one died, the lock is taken
+        again on a new bridge first (once the dead one's lock went stale), never written without it."""
+        held = self._held.get(state.state_id)
+        if held is None:
+            self._call("set", _from_state(state))
+            return
+        try:
+            held.call("set", _from_state(state))
+            return
+        except BridgeDiedError as died:
+            logger.warning("%s The state of '%s' was set under its lock: taking the lock again on a new bridge before "
+                           "writing it (after lock_timeout_seconds, %s s, at most).", died, state.state_id,
+                           self.settings["lock_timeout_seconds"])
+        except _FAILURES as error:
+            raise _translate(error) from None
+        with self.acquire_lock(state.state_id, retry_seconds=self.settings["lock_retry_seconds"]):
+            self._call("set", _from_state(state))
 
     def get(self, state_id: str) -> MeltanoState | None:
         result = self._call("get", {"state_id": state_id})
@@ -163,9 +180,15 @@ class ClickhouseStateStoreManager(StateStoreManager):
     @contextmanager
     def acquire_lock(self, state_id: str, *, retry_seconds: float = 1) -> Iterator[None]:
         token, bridge = self._call_with_bridge("acquire_lock", {"state_id": state_id, "retry_seconds": retry_seconds})
+        outer = self._held.get(state_id)
+        self._held[state_id] = bridge
         try:
             yield
         finally:
+            if outer is None:
+                self._held.pop(state_id, None)
+            else:
+                self._held[state_id] = outer
             if self._bridge is not None and not self._bridge.still_serves(bridge):
                 logger.warning("The bridge that took the lock on state id '%s' has died; the lock goes stale after "
                                "lock_timeout_seconds (%s s).", state_id, self.settings["lock_timeout_seconds"])

@@ -16,7 +16,7 @@ LOCK_NOT_ACQUIRED = -32004
 MISSING_SETTING = -32007
 # Calls that are sent again to a new bridge when the one answering died: sending one twice leaves the same state.
 # Not acquire_lock (the dead bridge may have taken the lock, which then has to go stale first) nor release_lock
-# (the lock of a dead bridge goes stale by itself).
+# (the lock of a dead bridge goes stale by itself); a set under a lock never comes here (backend.set).
 IDEMPOTENT = frozenset({"ping", "initialize", "migrate", "get", "set", "delete", "get_state_ids", "get_all", "set_all",
                         "clear_all", "flush"})
 
