@@ -136,6 +136,7 @@ def _claims(clickhouse, schema: str, state_id: str) -> list[str]:
     return [json.loads(line)["kind"] for line in urllib.request.urlopen(request, timeout=30).read().splitlines()]
 
 
+@pytest.mark.bridge_only
 def test_a_set_under_a_lock_whose_bridge_died_takes_the_lock_again_first(clickhouse, schema, caplog):
     """Issue 30: a set is never sent, unlocked, to a new bridge. Its lock went with the dead bridge; the set waits until
     that lock is stale, takes it on the new bridge, writes, and frees it."""
