@@ -6,8 +6,8 @@
 #   two local chDB servers and a ZooKeeper of their own).
 #   OLDER_MELTANOS="3.7.9 4.2.2"  the Meltanos besides requirements.txt's (the newest) that the tests whose outcome
 #   depends on Meltano's version run with, each in a virtualenv of its own (.venv-meltano-VERSION).
-# Last, the tests whose outcome depends on the Java runtime run once more with the Java of the [jre] extra alone
-# (.venv-jre). docs/testing.md says which tests run on which axis, and why.
+# The tests whose outcome depends on the Java runtime run once more with the Java of the [jre] extra alone
+# (.venv-jre), at the same time as the older Meltanos. docs/testing.md says which tests run on which axis, and why.
 set -uo pipefail
 repo="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$repo"
