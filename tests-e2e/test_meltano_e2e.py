@@ -222,14 +222,16 @@ def _with_tap_config(root: pathlib.Path, **config: int):
     yml.write_text(yml.read_text().replace(f"path: {root}/rows.csv", f"path: {root}/rows.csv{extra}"))
 
 
-def test_two_concurrent_runs_on_one_state_id(meltano, installed_project, tmp_path):
-    """Two projects (same project and job, so the same state id), each with its own system database, run at once."""
+def test_two_concurrent_runs_on_one_state_id_without_exclusive_runs(meltano, installed_project, tmp_path):
+    """exclusive_runs: false, today's behaviour of every other backend: two projects (same job, so the same state
+    id), each with its own system database, run at once; only each state write is locked."""
     runs = []
     for name in ("a", "b"):
         root = copy_project(installed_project, tmp_path / name)
         meltano_project.write_rows(root, 1, 40)
         _with_tap_config(root, state_every=1)
-        env = meltano_project.clean_env(**meltano.env, MELTANO_DATABASE_URI=f"sqlite:///{tmp_path}/{name}.db")
+        env = meltano_project.clean_env(**meltano.env, MELTANO_DATABASE_URI=f"sqlite:///{tmp_path}/{name}.db",
+                                        MELTANO_STATE_BACKEND_CLICKHOUSE_EXCLUSIVE_RUNS="false")
         runs.append(subprocess.Popen([meltano_project.meltano_executable(), "run", "tap-csvlite", "target-jsonlite"],
                                      cwd=root, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True))
     outputs = [r.communicate(timeout=300)[0] for r in runs]
@@ -243,6 +245,163 @@ def test_two_concurrent_runs_on_one_state_id(meltano, installed_project, tmp_pat
     state = meltano.state()
     assert state == {"singer_state": {"bookmarks": {"rows": {"replication_key": "id", "replication_key_value": 40}}}}
     assert len(meltano.rows_in_clickhouse()) == 1
+
+
+class Runner:
+    """A project folder of its own (its own .meltano system database, as on another machine) running the pipeline."""
+
+    def __init__(self, meltano: Meltano, installed: pathlib.Path, root: pathlib.Path, rows: tuple[int, int],
+                 clickhouse=None, **tap: int):
+        self.meltano = meltano
+        self.root = copy_project(installed, root)
+        meltano_project.write_rows(self.root, *rows)
+        _with_tap_config(self.root, state_every=1, **tap)
+        clickhouse = clickhouse or meltano.clickhouse
+        self.env = meltano_project.clean_env(**{**meltano.env, "MELTANO_STATE_BACKEND_URI": clickhouse.state_uri()},
+                                             MELTANO_DATABASE_URI=f"sqlite:///{self.root}/system.db")
+
+    def start(self, *options: str, **env: str) -> subprocess.Popen:
+        """`meltano run`, in a session of its own, so that the test can kill it with every process it started."""
+        return subprocess.Popen([meltano_project.meltano_executable(), "run", *options, "tap-csvlite",
+                                 "target-jsonlite"], cwd=self.root, env={**self.env, **env}, text=True,
+                                stdout=subprocess.PIPE, stderr=subprocess.STDOUT, start_new_session=True)
+
+    def records(self) -> list[int]:
+        output = self.root / "output.jsonl"
+        return [json.loads(line)["id"] for line in output.read_text().splitlines()] if output.exists() else []
+
+
+def _wait_for_bookmark(meltano: Meltano, run: subprocess.Popen, at_least: int):
+    """Polls until the run has stored a bookmark of at least `at_least` (so it holds its lease)."""
+    deadline = time.monotonic() + 120
+    while (_bookmark(meltano) or 0) < at_least:
+        assert run.poll() is None, run.stdout.read()
+        assert time.monotonic() < deadline, f"the run did not store a bookmark of {at_least} in 120 s"
+        time.sleep(0.1)
+
+
+def _history(meltano: Meltano) -> list[int]:
+    """The bookmarks stored for the pipeline, oldest first (its history table keeps every version)."""
+    rows = meltano.query(f"SELECT completed_state, partial_state FROM `{meltano.schema}`.state_history "
+                         f"WHERE state_id = '{STATE_ID}' ORDER BY updated_at")
+    values = []
+    for row in rows:
+        state = json.loads(row["partial_state"] or row["completed_state"] or "{}")
+        value = state.get("singer_state", {}).get("bookmarks", {}).get("rows", {}).get("replication_key_value")
+        if value is not None:
+            values.append(value)
+    return values
+
+
+REFUSED = f"Another run of state id '{STATE_ID}' is in progress"
+
+
+@pytest.mark.parametrize("lock", ["claims", "keeper"])
+def test_a_second_run_of_a_pipeline_is_refused_while_the_first_runs(lock, installed_project, tmp_path, recorder,
+                                                                      request):
+    """Two project folders, each with its own system database, so Meltano's own check cannot see the other run. With
+    claims on one server; with keeper, each folder on its own server, the two sharing one ZooKeeper."""
+    if lock == "claims":
+        servers = [request.getfixturevalue("clickhouse")] * 2
+    else:
+        servers = request.getfixturevalue("keeper_clickhouses")
+    meltano = Meltano(copy_project(installed_project, tmp_path / "reader"), servers[0], "e2e_" + uuid.uuid4().hex[:10],
+                      recorder)
+    meltano.env["MELTANO_STATE_BACKEND_CLICKHOUSE_LOCK"] = lock
+    first = Runner(meltano, installed_project, tmp_path / "first", (1, 150), record_delay_ms=40)
+    second = Runner(meltano, installed_project, tmp_path / "second", (1, 150), clickhouse=servers[1])
+    running = first.start()
+    _wait_for_bookmark(meltano, running, 5)
+    refused = subprocess.run([meltano_project.meltano_executable(), "run", "tap-csvlite", "target-jsonlite"],
+                             cwd=second.root, env=second.env, text=True, capture_output=True, timeout=120)
+    output = refused.stdout + refused.stderr
+    assert refused.returncode != 0, output
+    assert REFUSED in output and f"pid {running.pid}" in output and "--force" in output, output
+    assert running.poll() is None, "the first run ended before the second was refused: make it last longer"
+    assert "Traceback" not in output, output
+    assert second.records() == [], "the refused run's target received records"
+    first_output, _ = running.communicate(timeout=240)
+    assert running.returncode == 0, first_output
+    assert meltano.state()["singer_state"]["bookmarks"]["rows"]["replication_key_value"] == 150
+    assert "Another run" not in first_output
+
+
+def test_force_takes_the_state_id_over_and_the_displaced_run_writes_nothing_after(meltano, installed_project,
+                                                                                  tmp_path):
+    first = Runner(meltano, installed_project, tmp_path / "first", (1, 400), record_delay_ms=40)
+    # The forced run has rows of its own above the first one's: its bookmarks tell the two runs' writes apart.
+    second = Runner(meltano, installed_project, tmp_path / "second", (1001, 1005))
+    displaced = first.start()
+    _wait_for_bookmark(meltano, displaced, 5)
+    forced = subprocess.run([meltano_project.meltano_executable(), "run", "--force", "tap-csvlite", "target-jsonlite"],
+                            cwd=second.root, env=second.env, text=True, capture_output=True, timeout=120)
+    forced_output = forced.stdout + forced.stderr
+    assert forced.returncode == 0, forced_output
+    assert "Taking the state id" in forced_output and f"pid {displaced.pid}" in forced_output, forced_output
+    output, _ = displaced.communicate(timeout=240)
+    assert displaced.returncode != 0, output
+    assert "was taken over by the run `meltano run --force tap-csvlite target-jsonlite`" in output, output
+    assert second.records() == [1001, 1002, 1003, 1004, 1005]
+    history = _history(meltano)
+    takeover = next(i for i, value in enumerate(history) if value > 1000)
+    assert all(value > 1000 for value in history[takeover:]), history  # none of the first run's after the takeover
+    assert meltano.state()["singer_state"]["bookmarks"]["rows"]["replication_key_value"] == 1005
+
+
+@pytest.mark.bridge_only
+def test_a_killed_run_holds_its_state_id_until_its_lease_is_stale(meltano, installed_project, tmp_path):
+    first = Runner(meltano, installed_project, tmp_path / "first", (1, 400), record_delay_ms=40)
+    second = Runner(meltano, installed_project, tmp_path / "second", (1, 3))
+    killed = first.start()
+    _wait_for_bookmark(meltano, killed, 5)
+    os.killpg(killed.pid, signal.SIGKILL)  # meltano, its bridge, the tap and the target
+    killed.wait()
+    refused = subprocess.run([meltano_project.meltano_executable(), "run", "tap-csvlite", "target-jsonlite"],
+                             cwd=second.root, env=second.env, text=True, capture_output=True, timeout=120)
+    assert refused.returncode != 0 and REFUSED in refused.stdout + refused.stderr, refused.stdout + refused.stderr
+    deadline = time.monotonic() + 60  # lock_timeout_seconds (10 s) after the killed run's last renewal
+    while True:
+        started = subprocess.run([meltano_project.meltano_executable(), "run", "tap-csvlite", "target-jsonlite"],
+                                 cwd=second.root, env=second.env, text=True, capture_output=True, timeout=120)
+        if started.returncode == 0:
+            break
+        assert REFUSED in started.stdout + started.stderr, started.stdout + started.stderr
+        assert time.monotonic() < deadline, "the killed run's lease never went stale"
+        time.sleep(1)
+    assert second.records() == [], "the second folder's rows were below the killed run's bookmark"
+
+
+@pytest.mark.bridge_only
+def test_a_stopped_bridge_that_lost_its_lease_writes_nothing_after_it_wakes(meltano, installed_project, tmp_path):
+    """The holder's bridge is stopped (SIGSTOP) longer than lock_timeout_seconds, another run takes the stale lease,
+    and the stopped bridge continues (SIGCONT): nothing it kept back lands after the takeover."""
+    meltano.env["MELTANO_STATE_BACKEND_LOCK_TIMEOUT_SECONDS"] = "4"
+    first = Runner(meltano, installed_project, tmp_path / "first", (1, 400), record_delay_ms=20)
+    second = Runner(meltano, installed_project, tmp_path / "second", (1001, 1003))
+    before = set(meltano.bridges.started())
+    stopped = first.start()
+    _wait_for_bookmark(meltano, stopped, 5)
+    [bridge] = set(meltano.bridges.started()) - before
+    os.kill(bridge, signal.SIGSTOP)
+    try:
+        deadline = time.monotonic() + 60
+        while True:
+            taken = subprocess.run([meltano_project.meltano_executable(), "run", "tap-csvlite", "target-jsonlite"],
+                                   cwd=second.root, env=second.env, text=True, capture_output=True, timeout=120)
+            if taken.returncode == 0:
+                break
+            assert REFUSED in taken.stdout + taken.stderr, taken.stdout + taken.stderr
+            assert time.monotonic() < deadline, "the stopped bridge's lease never went stale"
+            time.sleep(0.5)
+    finally:
+        os.kill(bridge, signal.SIGCONT)
+    output, _ = stopped.communicate(timeout=240)
+    assert stopped.returncode != 0, output
+    assert "was taken over by" in output, output
+    history = _history(meltano)
+    takeover = next(i for i, value in enumerate(history) if value > 1000)
+    assert all(value > 1000 for value in history[takeover:]), history
+    assert meltano.state()["singer_state"]["bookmarks"]["rows"]["replication_key_value"] == 1003
 
 
 def _with(uri: str, *, user: str | None = None, password: str | None = None, host_port: str | None = None) -> str:

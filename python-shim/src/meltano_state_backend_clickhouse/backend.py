@@ -4,8 +4,10 @@ from __future__ import annotations
 import atexit
 import logging
 import os
+import socket
 import sys
 import typing as t
+import uuid
 from contextlib import contextmanager
 
 from meltano.core.error import MeltanoError
@@ -43,6 +45,20 @@ _FAILURES = (BridgeError, BridgeDiedError, BridgeStartError)
 
 # The constructor kwargs Meltano passes for our `state_backend.clickhouse.<key>` settings.
 SETTING_KEYS = tuple(definition.name.rsplit(".", 1)[1] for definition in settings.ALL)
+# The Meltano commands that run pipelines: each state id they touch is leased for the whole command (docs/lock.md).
+RUN_COMMANDS = frozenset({"run", "el", "elt"})
+_RUN_ID = uuid.uuid4().hex  # this process's, so that its next bridge knows a lease left by its earlier one
+
+
+def pipeline_run() -> dict | None:
+    """The pipeline run this Meltano process is, as the bridge's `initialize` takes it; None outside one."""
+    import click
+
+    context = click.get_current_context(silent=True)
+    if context is None or context.info_name not in RUN_COMMANDS or context.parent is None:
+        return None
+    return {"id": _RUN_ID, "host": socket.gethostname(), "pid": os.getpid(),
+            "command": " ".join(["meltano", *sys.argv[1:]])[:300], "force": bool(context.params.get("force"))}
 
 
 class ClickHouseStateBackendError(MeltanoError):
@@ -64,12 +80,18 @@ class LockedError(StateIDLockedError, ClickHouseStateBackendError):
     """Meltano's error for a state id locked by another process, printed as ours."""
 
 
+class RunInProgressError(ClickHouseStateBackendError):
+    """Another run of the pipeline holds its state id: this one must not start."""
+
+
 def _translate(error: Exception) -> Exception:
     logger.debug("The ClickHouse state backend failed", exc_info=error)  # `meltano --log-level=debug` shows it
     if isinstance(error, BridgeError) and error.code == client.MISSING_SETTING:
         return MissingSettingError(str(error))
     if isinstance(error, BridgeError) and error.code == client.LOCK_NOT_ACQUIRED:
         return LockedError(str(error))
+    if isinstance(error, BridgeError) and error.code == client.RUN_IN_PROGRESS:
+        return RunInProgressError(str(error))
     return ClickHouseStateBackendError(str(error))
 
 
@@ -96,7 +118,7 @@ class ClickhouseStateStoreManager(StateStoreManager):
         self.settings = self.bridge_settings(uri, lock_timeout_seconds, lock_retry_seconds, **given)
         self._held: dict[str, object] = {}  # state id -> the bridge that holds its lock for this manager
         try:
-            self._bridge: SharedBridge | None = SharedBridge.acquire(self.settings)
+            self._bridge: SharedBridge | None = SharedBridge.acquire(self.settings, pipeline_run())
         except _FAILURES as error:
             raise _translate(error) from None
 
@@ -172,6 +194,10 @@ class ClickhouseStateStoreManager(StateStoreManager):
     def history(self, state_id: str, limit: int = 50) -> list[dict]:
         """The newest versions of the state, newest first (docs/history.md)."""
         return self._call("history", {"state_id": state_id, "limit": limit})
+
+    def runs(self) -> list[dict]:
+        """Every live run lease, of every runner sharing this ClickHouse (docs/lock.md)."""
+        return self._call("runs")
 
     def restore(self, state_id: str, at: str | int) -> dict:
         """Writes back the newest version at or before `at` (a version or a time) as a new version, under the lock."""

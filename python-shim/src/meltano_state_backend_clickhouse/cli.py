@@ -1,5 +1,6 @@
-"""`python -m meltano_state_backend_clickhouse history|restore|check`: a state's versions, going back to one, and
-what is wrong with the backend's configuration before a run finds out.
+"""`python -m meltano_state_backend_clickhouse history|restore|runs|check`: a state's versions, going back to one,
+the pipeline runs in progress on every runner, and what is wrong with the backend's configuration before a run finds
+out.
 
 The settings are those of the Meltano project in the current folder (meltano.yml, .env, environment variables),
 read by Meltano's own settings code, as `meltano state` reads them.
@@ -52,6 +53,18 @@ def _print_versions(versions: list[dict]) -> None:
     widths = [max(len(row[i]) for row in rows) for i in range(4)]
     for row in rows:
         print("  ".join(cell.ljust(width) for cell, width in zip(row, widths)) + "  " + row[4])
+
+
+def _print_runs(runs: list[dict]) -> None:
+    if not runs:
+        print("No pipeline run holds a state id.")
+        return
+    rows = [("STATE ID", "HOST", "PID", "STARTED", "RENEWED", "LAST WRITTEN", "COMMAND")] + [
+        (r["state_id"], r["host"], str(r["pid"]), r["started"], f"{r['renewed_seconds_ago']:.1f} s ago",
+         r["last_written"] or "-", r["command"]) for r in runs]
+    widths = [max(len(row[i]) for row in rows) for i in range(6)]
+    for row in rows:
+        print("  ".join(cell.ljust(width) for cell, width in zip(row, widths)) + "  " + row[6])
 
 
 def _bridge_settings(environment: str | None) -> dict:
@@ -116,8 +129,9 @@ def main(argv: list[str] | None = None) -> int:
     restore.add_argument("--at", required=True, help="a version from the history, or a time such as "
                                                      "2026-12-04T10:00:00Z (UTC when no offset is given): the "
                                                      "newest version at or before it is restored")
+    runs = commands.add_parser("runs", help="the pipeline runs holding a state id now, on every runner")
     checkup = commands.add_parser("check", help="connect and check everything the backend needs; exit 1 on a FAIL")
-    for command in (history, restore, checkup):
+    for command in (history, restore, runs, checkup):
         command.add_argument("--json", action="store_true", help="print JSON, for scripts")
     args = parser.parse_args(argv)
     setup_logging(log_level="warning")  # Meltano's logging, to stderr: stdout is the answer
@@ -135,6 +149,8 @@ def main(argv: list[str] | None = None) -> int:
         with _manager(args.environment) as manager:
             if args.command == "history":
                 result = manager.history(args.state_id, args.limit)
+            elif args.command == "runs":
+                result = manager.runs()
             else:
                 result = manager.restore(args.state_id, args.at)
     except Error as error:  # ours and Meltano's own (no project here, a bad setting): all say what to do
@@ -144,6 +160,8 @@ def main(argv: list[str] | None = None) -> int:
         print(json.dumps(result, indent=2))
     elif args.command == "history":
         _print_versions(result) if result else print(f"No history for state id '{args.state_id}'.")
+    elif args.command == "runs":
+        _print_runs(result)
     else:
         print(f"Restored '{args.state_id}' to its version {result['restored']['version']} of "
               f"{result['restored']['time']}; that is now version {result['now']['version']}.")

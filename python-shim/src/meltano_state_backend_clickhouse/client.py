@@ -14,6 +14,7 @@ from .process import BridgeProcess, logger
 # The protocol's error codes (docs/how-it-works.md, "Protocol") that Meltano has exceptions of its own for.
 LOCK_NOT_ACQUIRED = -32004
 MISSING_SETTING = -32007
+RUN_IN_PROGRESS = -32008
 # Calls that are sent again to a new bridge when the one answering died: sending one twice leaves the same state.
 # Not acquire_lock (the dead bridge may have taken the lock, which then has to go stale first) nor release_lock
 # (the lock of a dead bridge goes stale by itself); a set under a lock never comes here (backend.set).
@@ -97,21 +98,23 @@ class SharedBridge:
     _registry: dict[str, SharedBridge] = {}
     _registry_lock = threading.Lock()
 
-    def __init__(self, key: str, settings: dict):
+    def __init__(self, key: str, settings: dict, run: dict | None):
         self._key = key
         self._settings = settings
+        self._run = run
         self._lock = threading.Lock()
         self._client: JsonRpcClient | None = None
         self._linger: threading.Timer | None = None
         self.users = 0
 
     @classmethod
-    def acquire(cls, settings: dict) -> SharedBridge:
-        key = json.dumps(settings, sort_keys=True, default=str)
+    def acquire(cls, settings: dict, run: dict | None = None) -> SharedBridge:
+        """`run`: the pipeline run this process is (backend.pipeline_run), for the bridge's run leases."""
+        key = json.dumps([settings, run], sort_keys=True, default=str)
         with cls._registry_lock:
             bridge = cls._registry.get(key)
             if bridge is None:
-                bridge = cls._registry[key] = SharedBridge(key, settings)
+                bridge = cls._registry[key] = SharedBridge(key, settings, run)
             bridge.users += 1
             bridge._cancel_linger()
         try:
@@ -177,7 +180,7 @@ class SharedBridge:
                                self._client.process.pid, self._client.process.describe_exit())
             self._client = JsonRpcClient(early.adopt() or BridgeProcess())
             try:
-                self._client.call("initialize", {"settings": self._settings})
+                self._client.call("initialize", {"settings": self._settings, **({"run": self._run} if self._run else {})})
             except BaseException:
                 self._client.process.stop()
                 self._client = None

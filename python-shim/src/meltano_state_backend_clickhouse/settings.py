@@ -44,8 +44,12 @@ WRITE_INTERVAL_SECONDS = _setting("write_interval_seconds", "Write interval", "S
                                   "may wait in the bridge before it is written; it is always written before the lock "
                                   "passes on and before the command ends (default 1; 0: every STATE message at once)")
 
+EXCLUSIVE_RUNS = _setting("exclusive_runs", "Exclusive runs", "A pipeline run holds its state id for its whole "
+                          "life, and another run of it anywhere is refused at once (default true; false: runs only "
+                          "lock each state write)", SettingKind.BOOLEAN)
+
 ALL = [HOST, PORT, DATABASE, USER, PASSWORD, SECURE, SCHEMA, TABLE, CA_CERT, CONNECT_TIMEOUT_SECONDS,
        QUERY_TIMEOUT_SECONDS, LOCK_WAIT_SECONDS, CLUSTER, LOCK, RETRY_BUDGET_SECONDS, HISTORY_DAYS,
-       WRITE_INTERVAL_SECONDS]
+       WRITE_INTERVAL_SECONDS, EXCLUSIVE_RUNS]
 
 early.start_if_configured()

@@ -1,8 +1,9 @@
 """Where a request's query ends and an INSERT's data begins, found the way ClickHouse's parser finds it.
 
 A real server reads `INSERT INTO t … FORMAT Native` up to the format's name and takes the rest of the body, in that
-format, as the rows (ParserInsertQuery: after the name, spaces and tabs are skipped, then one line break). Only the
-head of an INSERT is scanned: a 20 MB `INSERT … VALUES` or SELECT is passed through as SQL untouched.
+format, as the rows (ParserInsertQuery: after the name, spaces and tabs are skipped, then one line break). So too
+`INSERT INTO t SELECT … FROM input('structure') … FORMAT RowBinary`, whose SELECT reads those rows. Only the head of
+an INSERT is scanned: a 20 MB `INSERT … VALUES` or SELECT is passed through as SQL untouched.
 """
 from __future__ import annotations
 
@@ -13,6 +14,7 @@ _WORD = re.compile(rb"[A-Za-z_][A-Za-z0-9_]*")
 _TRAILING_FORMAT = re.compile(r"\bFORMAT\s+(\w+)\s*;?\s*$", re.IGNORECASE)
 # A statement whose rows are SQL (VALUES) or come from a query: nothing to split off.
 _ROWS_IN_SQL = {b"VALUES", b"SELECT", b"WITH", b"FROM"}
+_INPUT = re.compile(r"\binput\s*\(", re.IGNORECASE)
 
 
 @dataclasses.dataclass
@@ -44,6 +46,8 @@ class Statement:
             extra = ", ".join(f"{name} = {value}" for name, value in settings.items() if name not in named)
             clause = "SETTINGS " + ", ".join(part for part in (own, extra) if part)
         path = infile.replace("\\", "\\\\").replace("'", "\\'")
+        if _INPUT.search(head):  # chDB has no input(): the same rows, read by file() from where they were written
+            return _INPUT.sub(f"file('{path}', '{self.input_format}', ", head, count=1).rstrip() + "\n" + clause
         # Line breaks between the parts: either part may end in a `--` comment.
         return f"{head.rstrip()}\nFROM INFILE '{path}'\n{clause.rstrip()}\nFORMAT {self.input_format}"
 
@@ -55,12 +59,15 @@ class Statement:
             return cls(body.decode())
         depth = 0
         settings_at = None
+        reads_input = False
         for start, token in tokens:
             word = token.upper()
             if token in (b"(", b")"):
                 depth += 1 if token == b"(" else -1
-            elif depth == 0 and word in _ROWS_IN_SQL:
-                return cls(body.decode())
+            elif depth == 0 and word in _ROWS_IN_SQL and not reads_input:
+                if not (word == b"SELECT" and _INPUT.search(body[:start + 65536].decode(errors="replace"))):
+                    return cls(body.decode())
+                reads_input = True
             elif depth == 0 and word == b"SETTINGS":
                 settings_at = start
             elif depth == 0 and word == b"FORMAT":

@@ -1,6 +1,7 @@
 package io.github.chstate.bridge.clickhouse;
 
 import com.clickhouse.client.api.Client;
+import com.clickhouse.client.api.insert.InsertResponse;
 import com.clickhouse.client.api.insert.InsertSettings;
 import com.clickhouse.client.api.query.QueryResponse;
 import com.clickhouse.client.api.query.QuerySettings;
@@ -34,6 +35,7 @@ import java.util.Map;
 import java.util.Properties;
 import java.util.UUID;
 import java.util.concurrent.ExecutionException;
+import java.util.function.Supplier;
 
 /** The connection pool, and the one place where SQL is run and driver errors become {@link BridgeException}s. */
 public final class ClickHouse implements AutoCloseable {
@@ -152,17 +154,24 @@ public final class ClickHouse implements AutoCloseable {
     }
 
     /**
-     * Inserts rows sent as data in the request body, never as SQL: {@code INSERT INTO table (columns) FORMAT
-     * RowBinary}, through the client under the pool's JDBC connection. {@code settings} are the statement's settings.
+     * Inserts rows sent as data in the request body, never as SQL: {@code INSERT INTO <target> FORMAT RowBinary},
+     * through the client under the pool's JDBC connection. {@code target} is {@code table (columns)}, or
+     * {@code table (columns) SELECT * FROM input('structure') WHERE condition} to have the server insert the rows only
+     * while the condition holds; it is asked for before every try, and what it throws ends the insert.
+     * {@code settings} are the statement's settings. Answers how many rows the server wrote.
      */
-    public void insert(String table, List<String> columns, Map<String, String> settings, Rows rows) {
+    public long insert(Supplier<String> target, Map<String, String> settings, Rows rows) {
         InsertSettings insert = new InsertSettings();
         settings.forEach(insert::serverSetting);
-        call(() -> {
+        return call(() -> {
+            String into = target.get();
             try (Connection c = pool.getConnection()) {
                 Client client = c.unwrap(ConnectionImpl.class).getClient();
-                client.insert(table, columns, rows::write, ClickHouseFormat.RowBinary, insert).get().close();
-                return null;
+                // With no column list the client sends "INSERT INTO " + into + " FORMAT RowBinary" as it is.
+                try (InsertResponse response = client.insert(into, List.of(), rows::write, ClickHouseFormat.RowBinary,
+                        insert).get()) {
+                    return response.getWrittenRows();
+                }
             }
         });
     }

@@ -14,6 +14,7 @@ import java.time.Duration;
  * @param retryBudget  how long a statement that failed for a passing reason is tried again (0: never)
  * @param historyDays  how many days the history table keeps each state written (0: no history)
  * @param writeInterval how long a state set under the lock may wait in the bridge before it is written (0: never)
+ * @param exclusiveRuns whether a pipeline run holds a lease on its state id for its whole life (docs/lock.md)
  */
 public record Settings(
         String host,
@@ -34,7 +35,8 @@ public record Settings(
         LockKind lock,
         Duration retryBudget,
         int historyDays,
-        Duration writeInterval) {
+        Duration writeInterval,
+        boolean exclusiveRuns) {
 
     /** The {@code lock} setting. */
     public enum LockKind {
@@ -48,7 +50,8 @@ public record Settings(
 
     public Settings withLock(LockKind kind) {
         return new Settings(host, port, database, user, password, secure, caCert, schema, table, connectTimeout,
-                queryTimeout, lockTimeout, lockRetry, lockWait, cluster, kind, retryBudget, historyDays, writeInterval);
+                queryTimeout, lockTimeout, lockRetry, lockWait, cluster, kind, retryBudget, historyDays, writeInterval,
+                exclusiveRuns);
     }
 
     /** The JDBC URL, without credentials. */

@@ -22,7 +22,7 @@ public final class SettingsParser {
             "uri", "host", "port", "database", "user", "password", "secure", "ca_cert", "schema", "table",
             "connect_timeout_seconds", "query_timeout_seconds",
             "lock_timeout_seconds", "lock_retry_seconds", "lock_wait_seconds", "cluster", "lock", "retry_budget_seconds", "history_days",
-            "write_interval_seconds");
+            "write_interval_seconds", "exclusive_runs");
 
     private static final Pattern NAME = Pattern.compile("[A-Za-z_][A-Za-z0-9_]*");
 
@@ -59,7 +59,8 @@ public final class SettingsParser {
                 v.choice("lock", Settings.LockKind.AUTO),
                 v.seconds("retry_budget_seconds", 60, true),
                 v.integer("history_days", 30, 0, 36_500),
-                v.seconds("write_interval_seconds", 1, true));
+                v.seconds("write_interval_seconds", 1, true),
+                v.bool("exclusive_runs", true));
     }
 
     static BridgeException bad(String key, String problem) {

@@ -13,7 +13,9 @@ public enum ErrorCode {
     LOCK_NOT_ACQUIRED(-32004),
     NOT_INITIALIZED(-32005),
     CLICKHOUSE(-32006),
-    MISSING_SETTING(-32007);
+    MISSING_SETTING(-32007),
+    RUN_IN_PROGRESS(-32008),
+    LOCK_LOST(-32009);
 
     private final int number;
 

@@ -6,6 +6,8 @@ import io.github.chstate.bridge.clickhouse.Sql;
 import java.time.Duration;
 import java.util.List;
 import java.util.UUID;
+import java.util.function.Consumer;
+import java.util.function.Supplier;
 
 /**
  * A per-state-id lock made of inserts into a plain MergeTree table ({@link LockTables#claimsStatement}); no sleeping when free.
@@ -13,9 +15,10 @@ import java.util.UUID;
  * <p>To acquire, a client inserts a {@code claim} row with a fresh token, then asks which live claim for the id
  * committed first; it holds the lock when that is its own. Otherwise it waits in line: it asks again every
  * {@code retry} until its claim is first, re-claiming (release the old claim, insert a new one) before its claim could
- * grow stale, and withdrawing it when it gives up. To release, the holder inserts a {@code release} row. A claim is
- * live while it has no release row and is younger than {@code staleAfter} (checked in the query, on the server's
- * clock). Uncontended, that is two statements to acquire and one to release, and no sleeping; a release is kept
+ * grow stale, and withdrawing it when it gives up. To release, the holder inserts a {@code release} row. A token is
+ * live while it has no release row and its newest row is younger than {@code staleAfter} (checked in the query, on
+ * the server's clock); a holder renews it by inserting another claim row of the same token ({@link #renew}), which
+ * keeps its place: the order is that of each token's first row. Uncontended, that is two statements to acquire and one to release, and no sleeping; a release is kept
  * back for a moment so that this bridge can take the same id again, mostly without a statement
  * ({@link KeepingLock#release}).
  *
@@ -35,33 +38,43 @@ public final class ClaimLock extends KeepingLock {
     }
 
     @Override
-    protected Grant take(String stateId, Duration retry, Duration wait, long start, boolean justYielded) {
+    protected Grant take(String stateId, Supplier<String> tokens, Run run, Duration retry, Duration wait, long start,
+                         boolean justYielded, Consumer<String> onHolder) {
         // Re-claim well before the claim could be taken for stale while it waits in line.
         long reclaimAfter = staleAfter.toNanos() / 2;
         long deadline = start + wait.toNanos();
-        Claim mine = claim(stateId);
+        long claimedAt = System.nanoTime(); // before the insert: the row's own time is later, so this errs on the safe side
+        String mine = claim(stateId, tokens.get());
         long checkedAt = System.nanoTime();
         List<String> live = liveClaims(stateId);
-        while (live.isEmpty() || !live.get(0).equals(mine.token)) {
-            long now = System.nanoTime();
-            if (now + retry.toNanos() > deadline) {
-                free(stateId, mine.token);
-                throw gaveUp(stateId, wait);
+        while (live.isEmpty() || !live.get(0).equals(mine)) {
+            if (!live.isEmpty()) {
+                try {
+                    onHolder.accept(live.get(0));
+                } catch (RuntimeException e) {
+                    free(stateId, mine);
+                    throw e;
+                }
+            }
+            if (System.nanoTime() + retry.toNanos() > deadline) {
+                free(stateId, mine);
+                throw gaveUp(stateId, wait, live.isEmpty() ? "" : live.get(0));
             }
             sleep(retry);
-            if (System.nanoTime() - mine.claimedAt > reclaimAfter) {
-                free(stateId, mine.token);
-                mine = claim(stateId);
+            if (System.nanoTime() - claimedAt > reclaimAfter) {
+                free(stateId, mine);
+                claimedAt = System.nanoTime();
+                mine = claim(stateId, tokens.get());
             }
             checkedAt = System.nanoTime();
             live = liveClaims(stateId);
         }
-        return new Grant(stateId, mine.token, mine.claimedAt, live.size() > 1, checkedAt);
+        return new Grant(stateId, mine, run, claimedAt, live.size() > 1, checkedAt);
     }
 
     @Override
     protected boolean nobodyWaits(Grant kept) {
-        return liveClaims(kept.stateId).equals(List.of(kept.token)); // still first, and nobody behind it
+        return liveClaims(kept.stateId).equals(List.of(kept.row)); // still first, and nobody behind it
     }
 
     @Override
@@ -69,24 +82,91 @@ public final class ClaimLock extends KeepingLock {
         insert(stateId, token, "release");
     }
 
-    private record Claim(String token, long claimedAt) {
+    /**
+     * A renewal is another claim row of the same token, inserted only while the token's newest row is younger than
+     * half of {@code staleAfter}: a token that may have gone stale is never made live again, which could put it ahead
+     * of a claim that took over meanwhile. One that did go stale, with nobody claiming since, is taken again under a
+     * new token; if anyone claimed since, it is lost.
+     */
+    @Override
+    protected String renew(Grant grant) {
+        String id = Sql.literal(grant.stateId);
+        String row = Sql.literal(grant.row);
+        ch.execute("INSERT INTO " + tables.claims + " (state_id, token, kind) SETTINGS async_insert = 0, "
+                + "insert_deduplicate = 0 SELECT " + id + ", " + row + ", 'claim' FROM " + tables.claims
+                + " WHERE state_id = " + id + " AND token = " + row + " HAVING countIf(kind = 'release') = 0 AND "
+                + "max(at) > now64(3) - toIntervalMillisecond(" + staleAfter.toMillis() / 2 + ")");
+        List<String> live = liveClaims(grant.stateId);
+        if (!live.isEmpty()) {
+            return live.get(0).equals(grant.row) ? null : live.get(0);
+        }
+        String fresh = claim(grant.stateId, grant.run != null ? grant.run.newToken() : UUID.randomUUID().toString());
+        Long others = ch.queryOne("SELECT count() FROM " + tables.claims + " WHERE state_id = " + id + " AND token NOT "
+                + "IN (" + row + ", " + Sql.literal(fresh) + ") AND at >= (SELECT max(at) FROM " + tables.claims
+                + " WHERE state_id = " + id + " AND token = " + row + ")", rs -> rs.getLong(1));
+        if (others == null || others > 0) {
+            free(grant.stateId, fresh);
+            return "";
+        }
+        free(grant.stateId, grant.row);
+        grant.row = fresh;
+        return null;
     }
 
-    private Claim claim(String stateId) {
-        String token = UUID.randomUUID().toString();
-        long claimedAt = System.nanoTime(); // before the insert: the row's own time is later, so this errs on the safe side
+    /** Another holder's release row: its token is no longer live, whatever its age. */
+    @Override
+    protected void evict(String stateId, String token) {
+        free(stateId, token);
+    }
+
+    @Override
+    protected Duration renewedAgo(String stateId, String token) {
+        Long ago = ch.queryOne("SELECT toUnixTimestamp64Milli(now64(3)) - toUnixTimestamp64Milli(max(at)) FROM "
+                + tables.claims + " WHERE state_id = " + Sql.literal(stateId) + " AND token = " + Sql.literal(token)
+                + " HAVING count() > 0", rs -> rs.getLong(1));
+        return ago == null ? null : Duration.ofMillis(ago);
+    }
+
+    @Override
+    protected List<LiveLease> liveLeases() {
+        return ch.query("SELECT state_id, token, toUnixTimestamp64Milli(now64(3)) - toUnixTimestamp64Milli(max(at)) "
+                + "FROM " + tables.claims + " WHERE at > now64(3) - toIntervalMillisecond(" + staleAfter.toMillis()
+                + ") AND startsWith(token, '{') GROUP BY state_id, token HAVING countIf(kind = 'release') = 0 "
+                + "ORDER BY state_id", rs -> new LiveLease(rs.getString(1), rs.getString(2),
+                Duration.ofMillis(rs.getLong(3))));
+    }
+
+    private String claim(String stateId, String token) {
         insert(stateId, token, "claim");
-        return new Claim(token, claimedAt);
+        return token;
     }
 
-    /** The tokens of the first two live claims, in commit order: who holds the lock, and whether anyone waits. */
+    /**
+     * The tokens of the first two live claims, in order of their first claim row: who holds the lock, and whether
+     * anyone waits.
+     */
     private List<String> liveClaims(String stateId) {
-        // Only rows younger than staleAfter matter (a release is never older than its claim), and the primary key
-        // (state_id, at) makes reading just those cheap however many old rows the TTL has yet to remove.
-        String recent = "state_id = " + Sql.literal(stateId) + " AND at > now64(3) - toIntervalMillisecond(" + staleAfter.toMillis() + ")";
-        // A token's rows are its claim and, once withdrawn or released, its release: live tokens have no release.
-        return ch.query("SELECT token FROM " + tables.claims + " WHERE " + recent + " GROUP BY token "
-                + "HAVING countIf(kind = 'release') = 0 ORDER BY min(_block_number) LIMIT 2", rs -> rs.getString(1));
+        return ch.query(liveClaimsQuery(stateId, 2), rs -> rs.getString(1));
+    }
+
+    /** The first claim is the holder's. */
+    @Override
+    protected String holds(String stateId, String row) {
+        return "(" + liveClaimsQuery(stateId, 1) + ") = " + Sql.literal(row);
+    }
+
+    /**
+     * The tokens of the first {@code limit} live claims, in order of their first claim row. A token is live while it
+     * has no release and its newest row is younger than {@code staleAfter}.
+     */
+    private String liveClaimsQuery(String stateId, int limit) {
+        // Rows within three times staleAfter: a lease renews every third of it, so a lease older than that has a row
+        // there from well before any live claim of another token. The primary key (state_id, at) makes reading just
+        // those cheap however many old rows the TTL has yet to remove.
+        return "SELECT token FROM " + tables.claims + " WHERE state_id = " + Sql.literal(stateId)
+                + " AND at > now64(3) - toIntervalMillisecond(" + 3 * staleAfter.toMillis() + ") GROUP BY token "
+                + "HAVING countIf(kind = 'release') = 0 AND max(at) > now64(3) - toIntervalMillisecond("
+                + staleAfter.toMillis() + ") ORDER BY min(_block_number) LIMIT " + limit;
     }
 
     private void insert(String stateId, String token, String kind) {

@@ -8,7 +8,9 @@ import org.slf4j.Logger;
 import org.slf4j.LoggerFactory;
 
 import java.time.Duration;
-import java.util.UUID;
+import java.util.List;
+import java.util.function.Consumer;
+import java.util.function.Supplier;
 
 /**
  * A per-state-id lock in a KeeperMap table ({@link LockTables#keeperLockStatement}): one row per state id, its value kept in
@@ -42,26 +44,33 @@ public final class KeeperLock extends KeepingLock {
     private static final String STRICT = " SETTINGS keeper_map_strict_mode = 1";
     /** How much longer than one retry a holder that yielded leaves the free row to the waiter. */
     private static final Duration YIELD_AT_MOST = Duration.ofSeconds(1);
+    /** How often a strict update that lost a race with another change of the row is sent again. */
+    private static final int CONFLICT_TRIES = 5;
 
     public KeeperLock(ClickHouse ch, LockTables tables, Duration staleAfter) {
         super(ch, tables, staleAfter);
     }
 
     @Override
-    protected Grant take(String stateId, Duration retry, Duration wait, long start, boolean justYielded) {
+    protected Grant take(String stateId, Supplier<String> tokens, Run run, Duration retry, Duration wait, long start,
+                         boolean justYielded, Consumer<String> onHolder) {
         long deadline = start + wait.toNanos();
-        String token = UUID.randomUUID().toString();
+        String token = tokens.get();
         if (justYielded) {
             letTheWaiterIn(stateId, retry);
         }
         while (true) {
             long takenAt = System.nanoTime();
-            if (tryTake(stateId, token)) {
-                return new Grant(stateId, token, takenAt, false, takenAt);
+            String owner = tryTake(stateId, token);
+            if (token.equals(owner)) {
+                return new Grant(stateId, token, run, takenAt, false, takenAt);
             }
             markWanted(stateId);
+            if (owner != null && !owner.isEmpty()) {
+                onHolder.accept(owner);
+            }
             if (System.nanoTime() + retry.toNanos() > deadline) {
-                throw gaveUp(stateId, wait);
+                throw gaveUp(stateId, wait, owner);
             }
             sleep(retry);
         }
@@ -81,10 +90,11 @@ public final class KeeperLock extends KeepingLock {
     }
 
     /**
-     * Takes the row over where it is free or stale, then reads who holds it; creates it where it does not exist yet.
-     * The update comes first because the row exists for every run but a state id's first.
+     * Takes the row over where it is free or stale, then answers who holds it ('' for nobody, null without a row);
+     * creates it where it does not exist yet. The update comes first because the row exists for every run but a
+     * state id's first.
      */
-    private boolean tryTake(String stateId, String token) {
+    private String tryTake(String stateId, String token) {
         String id = Sql.literal(stateId);
         BridgeException lost = null;
         try {
@@ -99,15 +109,15 @@ public final class KeeperLock extends KeepingLock {
         }
         String owner = owner(stateId, lost);
         if (owner != null) {
-            return owner.equals(token);
+            return owner;
         }
         try {
             ch.execute("INSERT INTO " + tables.keeperLock + " (state_id, token)" + STRICT + " VALUES (" + id + ", "
                     + Sql.literal(token) + ")");
-            return true;
+            return token;
         } catch (BridgeException e) {
             // "Node exists": created by another meanwhile, or by this very insert, re-sent after a lost connection
-            return token.equals(owner(stateId, ServerErrors.isKeeperConflict(e) ? null : e));
+            return owner(stateId, ServerErrors.isKeeperConflict(e) ? null : e);
         }
     }
 
@@ -143,18 +153,70 @@ public final class KeeperLock extends KeepingLock {
 
     @Override
     protected void free(String stateId, String token) {
-        try {
-            ch.execute("ALTER TABLE " + tables.keeperLock + " UPDATE token = '' WHERE state_id = " + Sql.literal(stateId)
-                    + " AND token = " + Sql.literal(token) + STRICT);
-        } catch (BridgeException e) {
-            if (!ServerErrors.isKeeperConflict(e)) {
-                throw e;
-            }
-            // The row changed between the server's read and write: a waiter marked it wanted, or took it over after
-            // our lock went stale. Only the first leaves our token there to free.
-            if (token.equals(owner(stateId, null))) {
-                free(stateId, token);
+        for (int tries = 1; ; tries++) {
+            try {
+                ch.execute("ALTER TABLE " + tables.keeperLock + " UPDATE token = '' WHERE state_id = "
+                        + Sql.literal(stateId) + " AND token = " + Sql.literal(token) + STRICT);
+                return;
+            } catch (BridgeException e) {
+                if (!ServerErrors.isKeeperConflict(e)) {
+                    throw e;
+                }
+                // The row changed between the server's read and write: a waiter marked it wanted (our token is still
+                // there: free it again), or took it over after our lock went stale (nothing of ours left to free).
+                if (!token.equals(owner(stateId, null))) {
+                    return;
+                }
+                if (tries == CONFLICT_TRIES) {
+                    throw e;
+                }
             }
         }
+    }
+
+    /** Moves the row's time on while it has our token: a compare-and-set, so it never extends another's lock. */
+    @Override
+    protected String renew(Grant grant) {
+        for (int tries = 1; ; tries++) {
+            try {
+                ch.execute("ALTER TABLE " + tables.keeperLock + " UPDATE at = now64(3) WHERE state_id = "
+                        + Sql.literal(grant.stateId) + " AND token = " + Sql.literal(grant.row) + STRICT);
+                break;
+            } catch (BridgeException e) {
+                if (!ServerErrors.isKeeperConflict(e) || tries == CONFLICT_TRIES) {
+                    throw e; // the caller tries again later, or fails the write it was for
+                }
+            }
+        }
+        String owner = owner(grant.stateId, null);
+        return grant.row.equals(owner) ? null : owner == null ? "" : owner;
+    }
+
+    /** Empties the row if it still has that token; a forced run then takes it as a free row. */
+    @Override
+    protected void evict(String stateId, String token) {
+        free(stateId, token);
+    }
+
+    @Override
+    protected String holds(String stateId, String row) {
+        return "(SELECT count() FROM " + tables.keeperLock + " WHERE state_id = " + Sql.literal(stateId) + " AND token = "
+                + Sql.literal(row) + ") = 1";
+    }
+
+    @Override
+    protected Duration renewedAgo(String stateId, String token) {
+        Long ago = ch.queryOne("SELECT toUnixTimestamp64Milli(now64(3)) - toUnixTimestamp64Milli(at) FROM "
+                + tables.keeperLock + " WHERE state_id = " + Sql.literal(stateId) + " AND token = " + Sql.literal(token),
+                rs -> rs.getLong(1));
+        return ago == null ? null : Duration.ofMillis(ago);
+    }
+
+    @Override
+    protected List<LiveLease> liveLeases() {
+        return ch.query("SELECT state_id, token, toUnixTimestamp64Milli(now64(3)) - toUnixTimestamp64Milli(at) FROM "
+                + tables.keeperLock + " WHERE startsWith(token, '{') AND at > now64(3) - toIntervalMillisecond("
+                + staleAfter.toMillis() + ") ORDER BY state_id", rs -> new LiveLease(rs.getString(1), rs.getString(2),
+                Duration.ofMillis(rs.getLong(3))));
     }
 }

@@ -19,7 +19,8 @@ public interface BridgeApi {
     String ping();
 
     @JsonRpcMethod("initialize")
-    Map<String, Object> initialize(@JsonRpcParam("settings") Map<String, Object> settings);
+    Map<String, Object> initialize(@JsonRpcParam("settings") Map<String, Object> settings,
+                                   @JsonRpcParam("run") Map<String, Object> run);
 
     @JsonRpcMethod("migrate")
     Map<String, Object> migrate();
@@ -57,6 +58,9 @@ public interface BridgeApi {
 
     @JsonRpcMethod("release_lock")
     void releaseLock(@JsonRpcParam("token") String token);
+
+    @JsonRpcMethod("runs")
+    List<Map<String, Object>> runs();
 
     @JsonRpcMethod("check")
     List<Checkup.Line> check(@JsonRpcParam("settings") Map<String, Object> settings);

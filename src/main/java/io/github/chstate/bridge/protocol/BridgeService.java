@@ -8,6 +8,7 @@ import io.github.chstate.bridge.error.BridgeException;
 import io.github.chstate.bridge.error.ErrorCode;
 import io.github.chstate.bridge.lock.KeeperLock;
 import io.github.chstate.bridge.lock.Locks;
+import io.github.chstate.bridge.lock.Run;
 import io.github.chstate.bridge.lock.StateLock;
 import io.github.chstate.bridge.store.Checkup;
 import io.github.chstate.bridge.store.StateHistory;
@@ -21,6 +22,8 @@ import org.slf4j.Logger;
 import org.slf4j.LoggerFactory;
 
 import java.time.Duration;
+import java.time.Instant;
+import java.util.ArrayList;
 import java.util.LinkedHashMap;
 import java.util.List;
 import java.util.Locale;
@@ -34,6 +37,9 @@ public final class BridgeService implements BridgeApi, AutoCloseable {
     private final ObjectMapper json;
     private Settings settings;
     private Map<String, Object> rawSettings;
+    private Map<String, Object> rawRun;
+    /** The pipeline run this bridge serves, which leases each state id it touches; null outside a run. */
+    private Run run;
     private ClickHouse clickHouse;
     private StateStore store;
     private StateHistory history;
@@ -50,11 +56,12 @@ public final class BridgeService implements BridgeApi, AutoCloseable {
     }
 
     @Override
-    public synchronized Map<String, Object> initialize(Map<String, Object> raw) {
+    public synchronized Map<String, Object> initialize(Map<String, Object> raw, Map<String, Object> runInfo) {
         if (raw == null) {
             throw invalid("initialize needs 'settings', an object of connection settings");
         }
         Settings parsed = SettingsParser.parse(raw);
+        Run parsedRun = runInfo == null ? null : run(runInfo);
         close();
         ClickHouse ch = new ClickHouse(parsed);
         try {
@@ -64,6 +71,8 @@ public final class BridgeService implements BridgeApi, AutoCloseable {
             String version = found.serverVersion();
             settings = parsed;
             rawSettings = raw;
+            rawRun = runInfo;
+            run = parsed.exclusiveRuns() ? parsedRun : null;
             clickHouse = ch;
             lock = opened;
             store = new StateStore(ch, tables, found.clock(), opened, found.deployment(), json, parsed.writeInterval());
@@ -82,21 +91,26 @@ public final class BridgeService implements BridgeApi, AutoCloseable {
         }
     }
 
+    /** {@link #initialize(Map, Map)} outside a pipeline run. */
+    public Map<String, Object> initialize(Map<String, Object> raw) {
+        return initialize(raw, null);
+    }
+
     /** Meltano's {@code meltano upgrade}: brings the tables up to date in place, as initialize does, again. */
     @Override
     public synchronized Map<String, Object> migrate() {
         requireInitialized();
-        return initialize(rawSettings);
+        return initialize(rawSettings, rawRun);
     }
 
     @Override
     public StoredState get(String stateId) {
-        return store().get(required("state_id", stateId));
+        return store().get(leased(stateId));
     }
 
     @Override
     public void set(String stateId, StatePart partial, StatePart completed) {
-        store().set(new StoredState(required("state_id", stateId), partial, completed));
+        store().set(new StoredState(leased(stateId), partial, completed));
     }
 
     @Override
@@ -152,7 +166,7 @@ public final class BridgeService implements BridgeApi, AutoCloseable {
             }
             retry = Duration.ofMillis(Math.round(retrySeconds * 1000));
         }
-        store.requireWritten(required("state_id", stateId));
+        store.requireWritten(leased(stateId));
         return lock.acquire(stateId, retry, settings.lockWait());
     }
 
@@ -160,6 +174,30 @@ public final class BridgeService implements BridgeApi, AutoCloseable {
     public void releaseLock(String token) {
         requireInitialized();
         lock.release(required("token", token));
+    }
+
+    /** Every live run lease: whose it is, since when, when renewed, and when its state was last written. */
+    @Override
+    public List<Map<String, Object>> runs() {
+        requireInitialized();
+        List<Map<String, Object>> answer = new ArrayList<>();
+        for (StateLock.LiveLease lease : lock.runs()) {
+            Run.Holder holder = Run.holder(lease.token());
+            if (holder == null) {
+                continue;
+            }
+            Map<String, Object> row = new LinkedHashMap<>();
+            row.put("state_id", lease.stateId());
+            row.put("host", holder.host());
+            row.put("pid", holder.pid());
+            row.put("command", holder.command());
+            row.put("started", Instant.ofEpochMilli(holder.since()).toString());
+            row.put("renewed_seconds_ago", lease.renewedAgo().toMillis() / 1000.0);
+            answer.add(row);
+        }
+        Map<String, String> written = store.lastWritten(answer.stream().map(r -> (String) r.get("state_id")).toList());
+        answer.forEach(row -> row.put("last_written", written.get((String) row.get("state_id"))));
+        return answer;
     }
 
     /** Needs no initialize, and leaves the bridge as it was: its own connection, closed at the end. */
@@ -224,6 +262,34 @@ public final class BridgeService implements BridgeApi, AutoCloseable {
         if (store == null) {
             throw new BridgeException(ErrorCode.NOT_INITIALIZED, "Call initialize with the connection settings first.");
         }
+    }
+
+    /** The state id, leased first when this bridge serves a pipeline run (docs/lock.md, "Run leases"). */
+    private String leased(String stateId) {
+        required("state_id", stateId);
+        Run leaseFor;
+        synchronized (this) {
+            requireInitialized();
+            leaseFor = run;
+        }
+        if (leaseFor != null) {
+            lock.lease(stateId, leaseFor, settings.lockRetry(), settings.lockWait());
+        }
+        return stateId;
+    }
+
+    private static Run run(Map<String, Object> raw) {
+        Object id = raw.get("id");
+        Object host = raw.get("host");
+        Object pid = raw.get("pid");
+        Object command = raw.get("command");
+        Object force = raw.getOrDefault("force", false);
+        if (!(id instanceof String) || !(host instanceof String) || !(pid instanceof Number)
+                || !(command instanceof String) || !(force instanceof Boolean)) {
+            throw invalid("'run' must be an object of id, host and command (strings), pid (a number) and force "
+                    + "(true or false), got " + raw);
+        }
+        return new Run((String) id, (String) host, ((Number) pid).longValue(), (String) command, (Boolean) force);
     }
 
     private static String required(String name, String value) {

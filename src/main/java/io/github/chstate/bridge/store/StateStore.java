@@ -19,6 +19,7 @@ import java.util.Map;
 import java.util.TreeMap;
 import java.util.UUID;
 import java.util.concurrent.ConcurrentHashMap;
+import java.util.function.Supplier;
 import java.util.stream.Collectors;
 
 /**
@@ -45,7 +46,9 @@ import java.util.stream.Collectors;
  * {@link Deployment} needs for that.
  */
 public final class StateStore {
-    private static final List<String> COLUMNS = List.of("state_id", "partial_state", "completed_state", "updated_at");
+    private static final String COLUMNS = "(state_id, partial_state, completed_state, updated_at)";
+    private static final String STRUCTURE = "state_id String, partial_state Nullable(String), "
+            + "completed_state Nullable(String), updated_at DateTime64(3)";
     private final ClickHouse ch;
     private final Tables tables;
     private final ServerClock clock;
@@ -149,7 +152,8 @@ public final class StateStore {
         }
         writeAllPending();
         known.keySet().removeAll(byId.keySet());
-        insert(byId.values(), Math.max(clock.nowMillis(), newestVersion(byId.keySet()) + 1));
+        String target = tables.state + " " + COLUMNS;
+        insert(byId.values(), Math.max(clock.nowMillis(), newestVersion(byId.keySet()) + 1), () -> target);
         return byId.size();
     }
 
@@ -158,11 +162,28 @@ public final class StateStore {
         write(state, token, newestVersion(List.of(state.stateId())));
     }
 
-    /** Writes the state under the lock {@code token}, with a version above {@code newest}. */
+    /**
+     * Writes the state under the lock {@code token}, with a version above {@code newest}. Every try is sent only while
+     * the lock is surely still this bridge's ({@link StateLock#requireOwn}), and the server inserts the row only if
+     * the lock is still this bridge's as the row arrives ({@link StateLock#heldCondition}): a write that was on its way
+     * while this bridge was paused or cut off, and lost its lock meanwhile, is dropped by the server.
+     */
     private synchronized void write(StoredState state, String token, long newest) {
         long version = Math.max(clock.nowMillis(), newest + 1);
         long startedAt = System.nanoTime();
-        insert(List.of(state), version);
+        Supplier<String> target = () -> {
+            lock.requireOwn(token);
+            return tables.state + " " + COLUMNS + " SELECT * FROM input(" + Sql.literal(STRUCTURE) + ") WHERE "
+                    + lock.heldCondition(token);
+        };
+        for (int tries = 1; insert(List.of(state), version, target) == 0; tries++) {
+            // Refused by the server: the lock was not ours as the row arrived. Throws if it is not ours now; if it
+            // is, the claims lock took it again under a new claim, or this was a re-sent try that had landed.
+            lock.confirmOwn(token);
+            if (tries == 2) {
+                break; // the same row refused twice while the lock is ours: a duplicate of a try that landed
+            }
+        }
         known.put(state.stateId(), new Known(token, version, state, false, startedAt));
     }
 
@@ -227,6 +248,18 @@ public final class StateStore {
         }
     }
 
+    /** When each of the ids was last written (its newest version, UTC), for those that have a state. */
+    public Map<String, String> lastWritten(Collection<String> stateIds) {
+        Map<String, String> written = new LinkedHashMap<>();
+        if (stateIds.isEmpty()) {
+            return written;
+        }
+        String ids = stateIds.stream().map(Sql::literal).collect(Collectors.joining(", "));
+        ch.query("SELECT state_id, toString(max(updated_at), 'UTC') FROM " + tables.state + " WHERE state_id IN (" + ids
+                + ") GROUP BY state_id" + deployment.readClause(), rs -> written.put(rs.getString(1), rs.getString(2)));
+        return written;
+    }
+
     /** The newest version stored for any of the ids, in milliseconds; 0 if none. */
     private long newestVersion(Collection<String> stateIds) {
         String ids = stateIds.stream().map(Sql::literal).collect(Collectors.joining(", "));
@@ -239,12 +272,12 @@ public final class StateStore {
      * The states as data (RowBinary), not SQL. A fresh deduplication token: a request the driver re-sends is dropped
      * as a duplicate, while an A → B → A rewrite is not.
      */
-    private void insert(Collection<StoredState> states, long versionMillis) {
+    private long insert(Collection<StoredState> states, long versionMillis, Supplier<String> target) {
         Map<String, String> settings = new LinkedHashMap<>(deployment.insertSettings());
         settings.put("async_insert", "0");
         settings.put("insert_deduplicate", "1");
         settings.put("insert_deduplication_token", UUID.randomUUID().toString());
-        ch.insert(tables.state, COLUMNS, settings, out -> {
+        return ch.insert(target, settings, out -> {
             for (StoredState s : states) {
                 RowBinary.string(out, s.stateId());
                 RowBinary.nullableBytes(out, s.partial().stored());
