@@ -328,16 +328,42 @@ public abstract class KeepingLock implements StateLock {
         return liveLeases();
     }
 
-    /** Runs {@link BeforeFree}, then frees the lock in the table (unless it was lost). */
+    /**
+     * Runs {@link BeforeFree}, then frees the lock in the table (unless it was lost). When what was kept back under it
+     * cannot be written for a passing reason (Keeper or the server away), the lock is not freed but kept, and the
+     * write and free tried again later ({@link #retryFreeLater}): freed, it could be taken by another process, and
+     * then the kept-back state could never be written.
+     */
     private void freeGranted(Grant grant) {
+        if (grant.lost == null) {
+            try {
+                beforeFree.run(grant.stateId, grant.token);
+            } catch (BridgeException e) {
+                if (grant.lost == null) {
+                    retryFreeLater(grant);
+                } else {
+                    live.remove(grant.token, grant);
+                }
+                throw e;
+            }
+        }
         try {
             if (grant.lost == null) {
-                beforeFree.run(grant.stateId, grant.token);
                 free(grant.stateId, grant.row);
             }
         } finally {
             live.remove(grant.token, grant);
         }
+    }
+
+    /** Keeps the grant, and tries to write what it kept back and free it again a third of {@code staleAfter} later. */
+    private void retryFreeLater(Grant grant) {
+        if (grant.run != null || timer.isShutdown()) {
+            return; // a lease stays in leases until close; close tries once more and then lets it go stale
+        }
+        held.remove(grant.token, grant);
+        kept.put(grant.stateId, grant);
+        timer.schedule(() -> releaseKept(grant), staleAfter.toNanos() / 3, TimeUnit.NANOSECONDS);
     }
 
     /**
@@ -385,6 +411,9 @@ public abstract class KeepingLock implements StateLock {
             }
         } catch (BridgeException e) {
             log.warn("Could not write the newest state of '{}': {}", lease.stateId, e.getMessage());
+            if (lease.lost == null && !timer.isShutdown()) {
+                timer.schedule(() -> writeKeptBack(lease, release), staleAfter.toNanos() / 3, TimeUnit.NANOSECONDS);
+            }
         } finally {
             lease.writing.unlock();
         }

@@ -187,7 +187,10 @@ public final class StateStore {
         known.put(state.stateId(), new Known(token, version, state, false, startedAt));
     }
 
-    /** Before the lock is freed: writes the state kept back under it, and forgets what is known under it. */
+    /**
+     * Before the lock is freed: writes the state kept back under it, and forgets what is known under it. A state that
+     * could not be written for a passing reason stays pending, for the lock's next try ({@link StateLock.BeforeFree}).
+     */
     private synchronized void writePending(String stateId, String token) {
         Known last = known.get(stateId);
         if (last == null || !last.token.equals(token)) {
@@ -195,9 +198,11 @@ public final class StateStore {
         }
         try {
             writeIfPending(stateId, last);
-        } finally {
-            known.computeIfPresent(stateId, (id, k) -> k.token.equals(token) ? null : k);
+        } catch (BridgeException e) {
+            forgetIfLost(stateId, last, e);
+            throw e;
         }
+        known.computeIfPresent(stateId, (id, k) -> k.token.equals(token) ? null : k);
     }
 
     /** Writes every pending state, keeping the locks; failures are kept for {@link #flush} and {@link #requireWritten}. */
@@ -206,9 +211,16 @@ public final class StateStore {
             try {
                 writeIfPending(stateId, last);
             } catch (BridgeException e) {
-                known.remove(stateId, last);
+                forgetIfLost(stateId, last, e);
             }
         });
+    }
+
+    /** After a failed write: a state whose lock is lost is never written; any other stays pending. */
+    private void forgetIfLost(String stateId, Known last, BridgeException failure) {
+        if (failure.code() == ErrorCode.LOCK_LOST) {
+            known.remove(stateId, last);
+        }
     }
 
     /**
@@ -223,7 +235,7 @@ public final class StateStore {
             write(last.state, last.token, last.versionMillis);
         } catch (BridgeException e) {
             String message = "The newest state of '" + stateId + "' could not be written to ClickHouse: "
-                    + e.getMessage() + " The stored bookmark is an older one: the next run resumes from it and reads "
+                    + e.getMessage() +  " The stored bookmark is an older one: the next run resumes from it and reads "
                     + "again what came after.";
             failedWrites.put(stateId, message);
             throw new BridgeException(e.code(), message, e);
@@ -234,13 +246,21 @@ public final class StateStore {
     public void requireWritten(String stateId) {
         String failure = failedWrites.remove(stateId);
         if (failure != null) {
-            throw new BridgeException(ErrorCode.CLICKHOUSE, failure);
+            Known last = known.get(stateId);
+            throw new BridgeException(ErrorCode.CLICKHOUSE, failure + (last != null && last.pending ? " This bridge "
+                    + "tries again to write it, before the lock is freed, while the lock stays its own." : ""));
         }
     }
 
-    /** Writes every pending state, keeping the locks; then throws what could not be written and was not said yet. */
+    /**
+     * At the end of a command: writes every pending state, keeping the locks; then throws what could not be written
+     * and was not said yet. What could not be written now is not tried again: the command says it was not written.
+     */
     public void flush() {
         writeAllPending();
+        for (String stateId : failedWrites.keySet()) {
+            known.computeIfPresent(stateId, (id, last) -> last.pending ? null : last);
+        }
         if (!failedWrites.isEmpty()) {
             List<String> failures = new ArrayList<>(new TreeMap<>(failedWrites).values());
             failedWrites.clear();
