@@ -5,6 +5,7 @@ and writes it to tests-e2e/bench/results.md.
 """
 from __future__ import annotations
 
+import functools
 import json
 import os
 import pathlib
@@ -140,7 +141,15 @@ def large_states(url: str, uri: str, schema: str, table: Table, runs: int):
                       f"clickhouse-connect {floor:.0f} ms", f"{mine / floor:.2f}×")
 
 
-def meltano_cli(url: str, uri: str, schema: str, table: Table, runs: int, locks: list[str]):
+def run_meltano(project, env, *args) -> float:
+    """Wall time of one `meltano` command, a fresh process as every user's is."""
+    t0 = time.perf_counter()
+    subprocess.run([meltano_project.meltano_executable(), *args], cwd=project, check=True, capture_output=True,
+                   env=meltano_project.clean_env(**env))
+    return time.perf_counter() - t0
+
+
+def meltano_cli(url: str, uri: str, schema: str, table: Table, runs: int, locks: list[str], only_runs=False):
     endpoint = Endpoint(url)
     direct = clickhouse_connect.get_client(host=endpoint.host, port=endpoint.port, username=endpoint.user,
                                            password=endpoint.password)
@@ -156,11 +165,7 @@ def meltano_cli(url: str, uri: str, schema: str, table: Table, runs: int, locks:
     backends = {"systemdb": {}, "file://": {"MELTANO_STATE_BACKEND_URI": f"file://{work}/state"}, "clickhouse": ours,
                 "started late": {**ours, "CLICKHOUSE_STATE_BRIDGE_EARLY": "0"}}  # the bridge as before issue 20
 
-    def meltano(env, *args):
-        t0 = time.perf_counter()
-        subprocess.run([meltano_project.meltano_executable(), *args], cwd=project, check=True, capture_output=True,
-                       env=meltano_project.clean_env(**env))
-        return time.perf_counter() - t0
+    meltano = functools.partial(run_meltano, project)
 
     def in_turns(names, args, n) -> dict[str, float]:
         """Median wall time per backend; in turns, so that a slow moment of the machine does not fall on one only."""
@@ -170,6 +175,9 @@ def meltano_cli(url: str, uri: str, schema: str, table: Table, runs: int, locks:
                 samples[name].append(meltano(backends[name], *args))
         return {name: statistics.median(times) for name, times in samples.items()}
 
+    if only_runs:
+        meltano_runs(project, backends, versions, table, locks)
+        return
     cli_runs = max(runs, 10)  # a command takes ~1 s and moves by ~10 % from one run to the next
     state = '{"singer_state": {"bookmarks": {"s": {"replication_key_value": 1}}}}'
     for env in backends.values():
@@ -191,6 +199,14 @@ def meltano_cli(url: str, uri: str, schema: str, table: Table, runs: int, locks:
                   f"systemdb {ms(base):.0f} ms",
                   f"ours {m['clickhouse'] / base:.2f}× (late {m['started late'] / base:.2f}×)")
 
+    meltano_runs(project, backends, versions, table, locks)
+
+
+def meltano_runs(project, backends, versions, table: Table, locks: list[str]):
+    """`meltano run` of a tap emitting 1,000 STATE messages, by lock, write interval, run lease and history."""
+    meltano = functools.partial(run_meltano, project)
+
+    ours = backends["clickhouse"]
     meltano_project.write_rows(project, 1, 1000)
     yml = project / "meltano.yml"
     yml.write_text(yml.read_text().replace(f"path: {project}/rows.csv", f"path: {project}/rows.csv\n      state_every: 1"))
@@ -198,9 +214,11 @@ def meltano_cli(url: str, uri: str, schema: str, table: Table, runs: int, locks:
         backends[f"lock: {lock}"] = {**ours, "MELTANO_STATE_BACKEND_CLICKHOUSE_LOCK": lock}
         backends[f"lock: {lock}, interval 0"] = {**backends[f"lock: {lock}"],
                                                   "MELTANO_STATE_BACKEND_CLICKHOUSE_WRITE_INTERVAL_SECONDS": "0"}
+        backends[f"lock: {lock}, no lease"] = {**backends[f"lock: {lock}"],
+                                               "MELTANO_STATE_BACKEND_CLICKHOUSE_EXCLUSIVE_RUNS": "false"}
     backends["history off"] = {**backends["lock: claims"], "MELTANO_STATE_BACKEND_CLICKHOUSE_HISTORY_DAYS": "0"}
-    runs_of = ["systemdb", *(f"lock: {lock}{interval}" for lock in locks for interval in ("", ", interval 0")),
-               "history off"]
+    runs_of = ["systemdb", *(f"lock: {lock}{variant}" for lock in locks
+                             for variant in ("", ", interval 0", ", no lease")), "history off"]
     totals = {name: [] for name in runs_of}
     inserts = {name: [] for name in runs_of}
     for _ in range(3):  # in turns, as above
@@ -217,6 +235,9 @@ def meltano_cli(url: str, uri: str, schema: str, table: Table, runs: int, locks:
             table.add(f"4. `meltano run`, tap emitting 1,000 STATE messages (median of 3), lock: {lock}, "
                       f"write_interval_seconds: {0 if interval else 1}", f"clickhouse {took:.1f} s, {sent:.0f} INSERTs",
                       f"systemdb {base:.1f} s", f"{took / base:.2f}× systemdb")
+        leased, unleased = statistics.median(totals[f"lock: {lock}"]), statistics.median(totals[f"lock: {lock}, no lease"])
+        table.add(f"4. the same run, lock: {lock}, with the run lease (`exclusive_runs`, default) and without",
+                  f"with {leased:.1f} s", f"without {unleased:.1f} s", f"{leased / unleased:.2f}×")
     with_history, without = statistics.median(totals["lock: claims"]), statistics.median(totals["history off"])
     table.add("4. the same run, lock: claims, with history (default) and without (`history_days: 0`)",
               f"with {with_history:.1f} s", f"without {without:.1f} s", f"{with_history / without:.2f}×")
@@ -284,6 +305,12 @@ def main():
     table = Table()
     if sys.argv[1:] == ["java"]:  # only the Java runtimes' rows
         java_runtimes(uri, schema, table, runs=int(os.environ.get("BENCH_RUNS", "5")))
+        print("\n".join(table.rows))
+        return
+    if sys.argv[1:] == ["runs"]:  # only the 1,000-STATE `meltano run` rows
+        with ClickhouseStateStoreManager(uri=uri, schema=schema) as probe:
+            locks = ["claims", "keeper"] if probe._call("migrate")["lock"] == "keeper" else ["claims"]
+        meltano_cli(url, uri, schema, table, runs=0, locks=locks, only_runs=True)
         print("\n".join(table.rows))
         return
     bridge_start(uri, schema, table)

@@ -2,6 +2,7 @@
 # The benchmark (not a test): builds and installs like the demo, starts the local ClickHouse on tmpfs unless
 # CLICKHOUSE_URL is set, and writes the table to tests-e2e/bench/results.md.  BENCH_N / BENCH_RUNS set sample sizes;
 # `run.sh java` measures only the Java runtimes (the system's and the [jre] extra's), without writing results.md.
+# `run.sh runs` only the 1,000-STATE `meltano run` rows (by lock, write interval, run lease, history), likewise.
 set -euo pipefail
 repo="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
 cd "$repo"
