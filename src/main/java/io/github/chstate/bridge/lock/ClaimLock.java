@@ -86,7 +86,8 @@ public final class ClaimLock extends KeepingLock {
      * A renewal is another claim row of the same token, inserted only while the token's newest row is younger than
      * half of {@code staleAfter}: a token that may have gone stale is never made live again, which could put it ahead
      * of a claim that took over meanwhile. One that did go stale, with nobody claiming since, is taken again under a
-     * new token; if anyone claimed since, it is lost.
+     * new token; if anyone claimed since, it is lost (a release row, such as a forced run's eviction of the token it
+     * displaced, takes nothing).
      */
     @Override
     protected String renew(Grant grant) {
@@ -102,7 +103,7 @@ public final class ClaimLock extends KeepingLock {
         }
         String fresh = claim(grant.stateId, grant.run != null ? grant.run.newToken() : UUID.randomUUID().toString());
         Long others = ch.queryOne("SELECT count() FROM " + tables.claims + " WHERE state_id = " + id + " AND token NOT "
-                + "IN (" + row + ", " + Sql.literal(fresh) + ") AND at >= (SELECT max(at) FROM " + tables.claims
+                + "IN (" + row + ", " + Sql.literal(fresh) + ") AND kind = 'claim' AND at >= (SELECT max(at) FROM " + tables.claims
                 + " WHERE state_id = " + id + " AND token = " + row + ")", rs -> rs.getLong(1));
         if (others == null || others > 0) {
             free(grant.stateId, fresh);

@@ -215,7 +215,9 @@ public abstract class KeepingLock implements StateLock {
         leases.put(stateId, lease);
         live.put(lease.token, lease);
         long every = staleAfter.toNanos() / 3;
-        lease.renewal = timer.scheduleWithFixedDelay(() -> renewLease(lease), every, every, TimeUnit.NANOSECONDS);
+        // The first renewal counts from when the lock was last shown ours (a claim may have waited in line since).
+        long first = Math.max(0, lease.confirmedAt + every - System.nanoTime());
+        lease.renewal = timer.scheduleWithFixedDelay(() -> renewLease(lease), first, every, TimeUnit.NANOSECONDS);
         long wait0 = fenceUntil[0] - System.nanoTime();
         if (wait0 > 0) {
             log.warn("Waiting {} s until the displaced run's lease on '{}' is stale: it writes nothing after that.",

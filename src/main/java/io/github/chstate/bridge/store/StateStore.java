@@ -185,6 +185,7 @@ public final class StateStore {
             }
         }
         known.put(state.stateId(), new Known(token, version, state, false, startedAt));
+        failedWrites.remove(state.stateId()); // written after all: nothing to say
     }
 
     /**
@@ -256,7 +257,7 @@ public final class StateStore {
      * At the end of a command: writes every pending state, keeping the locks; then throws what could not be written
      * and was not said yet. What could not be written now is not tried again: the command says it was not written.
      */
-    public void flush() {
+    public synchronized void flush() {
         writeAllPending();
         for (String stateId : failedWrites.keySet()) {
             known.computeIfPresent(stateId, (id, last) -> last.pending ? null : last);
