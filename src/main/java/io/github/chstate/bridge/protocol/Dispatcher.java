@@ -1,6 +1,8 @@
 package io.github.chstate.bridge.protocol;
 
 import com.fasterxml.jackson.core.JsonGenerator;
+import com.fasterxml.jackson.core.JsonProcessingException;
+import com.fasterxml.jackson.core.exc.StreamConstraintsException;
 import com.fasterxml.jackson.databind.JsonNode;
 import com.fasterxml.jackson.databind.ObjectMapper;
 import com.fasterxml.jackson.databind.ObjectWriter;
@@ -16,6 +18,7 @@ import java.io.OutputStream;
 
 /** One framed message in, its response out (none for a notification). jsonrpc4j does the dispatch. */
 public final class Dispatcher {
+    private static final String STAND_IN_ID = "request";
     private final ObjectMapper json;
     private final MessageReader reader;
     private final ObjectWriter writer;
@@ -45,26 +48,47 @@ public final class Dispatcher {
         server.setShouldLogInvocationErrors(false);
     }
 
-    /** The response to one message; null for a notification, which gets none. */
+    /**
+     * The response to one message; null for a notification, which gets none. A request's id is answered exactly as
+     * it came; jsonrpc4j sees a stand-in, as it would drop a null id and change a number beyond 64 bits.
+     */
     public JsonNode handle(byte[] message) throws IOException {
         JsonNode request;
         try {
             request = reader.read(message);
-        } catch (com.fasterxml.jackson.core.JsonProcessingException e) {
+        } catch (StreamConstraintsException e) {
+            return errorResponse(ErrorCode.PARSE_ERROR, "Parse error: the message nests deeper than "
+                    + Json.MAX_NESTING + " levels, more than this bridge takes.");
+        } catch (JsonProcessingException e) {
             return errorResponse(ErrorCode.PARSE_ERROR, "Parse error: the message is not valid JSON ("
-                    + e.getOriginalMessage() + ").");
+                    + withoutSource(e.getOriginalMessage()) + ", at character " + e.getLocation().getCharOffset()
+                    + ").");
         } catch (OutOfMemoryError e) {
-            return errorResponse(ErrorCode.INTERNAL, ErrorMapper.outOfMemory());
+            return errorResponse(ErrorCode.INTERNAL, ErrorMapper.outOfMemory(message.length));
         }
-        if (request == null || !request.isObject()) {
-            return errorResponse(ErrorCode.INVALID_REQUEST, "Invalid request: expected one JSON-RPC 2.0 request object per line.");
+        String problem = request == null ? "expected one JSON-RPC 2.0 request object per line"
+                : RequestShape.problem(request);
+        if (problem != null) {
+            return errorResponse(ErrorCode.INVALID_REQUEST, "Invalid request: " + problem + ".");
         }
+        JsonNode id = request.get("id");
+        ((ObjectNode) request).put("id", STAND_IN_ID);
         JsonNode response = server.handle(request);
-        if (response == null || response.isNull() || response.isMissingNode()) {
-            return null;
+        if (id == null || response == null || response.isNull() || response.isMissingNode()) {
+            return null; // a notification is never answered, even when it fails
         }
+        ((ObjectNode) response).set("id", id);
         explainDispatchError(request, response);
         return response;
+    }
+
+    /** Jackson's message without its "[Source: …]" part, which names its own settings. */
+    private static String withoutSource(String message) {
+        int source = message.indexOf(" (start marker at [Source");
+        if (source < 0) {
+            source = message.indexOf("[Source");
+        }
+        return (source < 0 ? message : message.substring(0, source)).strip();
     }
 
     /** The response to a message longer than the framing takes; it was not read, so its id is unknown. */

@@ -39,6 +39,13 @@ public final class ErrorMapper implements ErrorResolver {
         return error(ErrorCode.INTERNAL, "Internal bridge error; the bridge log (stderr) has the details.");
     }
 
+    /** Out of memory reading a message of {@code bytes}: it was not necessarily a state. */
+    static String outOfMemory(long bytes) {
+        return "The bridge ran out of memory (its Java heap is " + Runtime.getRuntime().maxMemory() / (1 << 20)
+                + " MB) reading a message of " + bytes / (1 << 20) + " MB; nothing was stored. If it carried a state "
+                + "this large, give the bridge more memory: " + MORE_MEMORY;
+    }
+
     static String outOfMemory() {
         return "The bridge ran out of memory (its Java heap is " + Runtime.getRuntime().maxMemory() / (1 << 20)
                 + " MB) on a state this large; the call failed and stored nothing. Give it more memory: " + MORE_MEMORY;

@@ -7,6 +7,12 @@ import com.fasterxml.jackson.databind.ObjectMapper;
 
 /** The one ObjectMapper configuration of the bridge. */
 public final class Json {
+    /**
+     * How deep a message may nest: Jackson's default (1,000) is below what Python's json writes (a state nested
+     * ~990 deep inside the message's own levels), and a state's text is kept as text, never walked ({@code StatePart}).
+     */
+    static final int MAX_NESTING = 3000;
+
     private Json() {
     }
 
@@ -16,7 +22,8 @@ public final class Json {
      */
     public static ObjectMapper mapper() {
         JsonFactory factory = JsonFactory.builder()
-                .streamReadConstraints(StreamReadConstraints.builder().maxStringLength(Integer.MAX_VALUE).build())
+                .streamReadConstraints(StreamReadConstraints.builder().maxStringLength(Integer.MAX_VALUE)
+                        .maxNestingDepth(MAX_NESTING).build())
                 .enable(JsonReadFeature.ALLOW_NON_NUMERIC_NUMBERS)
                 .build();
         return new ObjectMapper(factory);

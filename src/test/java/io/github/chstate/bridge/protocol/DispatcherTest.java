@@ -84,4 +84,68 @@ class DispatcherTest {
     void notificationsGetNoResponse() throws Exception {
         assertEquals(null, call("{\"jsonrpc\":\"2.0\",\"method\":\"ping\"}"));
     }
+
+    @Test
+    void requestsOfTheWrongShapeAreInvalidWithANullIdAndNoneEndsTheBridge() throws Exception {
+        for (String bad : new String[] {
+                "{\"jsonrpc\":\"2.0\",\"id\":true,\"method\":\"ping\"}",
+                "{\"jsonrpc\":\"2.0\",\"id\":false,\"method\":\"ping\"}",
+                "{\"jsonrpc\":\"2.0\",\"id\":{},\"method\":\"ping\"}",
+                "{\"jsonrpc\":\"2.0\",\"id\":{\"x\":1},\"method\":\"ping\"}",
+                "{\"jsonrpc\":\"2.0\",\"id\":[],\"method\":\"ping\"}",
+                "{\"jsonrpc\":\"2.0\",\"id\":[1],\"method\":\"ping\"}",
+                "{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"ping\",\"params\":\"x\"}",
+                "{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"ping\",\"params\":3}",
+                "{\"jsonrpc\":\"1.0\",\"id\":1,\"method\":\"ping\"}",
+                "{\"id\":1,\"method\":\"ping\"}",
+                "{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":5}",
+                "{\"jsonrpc\":\"2.0\",\"method\":1,\"params\":\"bar\"}"}) {
+            JsonNode r = call(bad);
+            assertError(r, ErrorCode.INVALID_REQUEST);
+            assertTrue(r.get("id").isNull(), bad + " -> " + r);
+            assertEquals("2.0", r.get("jsonrpc").asText());
+        }
+        assertEquals("pong", call("{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"ping\"}").get("result").asText());
+    }
+
+    @Test
+    void everyValidIdComesBackExactlyAsSent() throws Exception {
+        for (String id : new String[] {"null", "0", "-7", "1180591620717411315769", "12345678901234567890123", "1e400",
+                "2.5", "\"x\"", "\"\""}) {
+            JsonNode response = dispatcher.handle(("{\"jsonrpc\":\"2.0\",\"id\":" + id + ",\"method\":\"ping\"}")
+                    .getBytes(StandardCharsets.UTF_8));
+            java.io.ByteArrayOutputStream out = new java.io.ByteArrayOutputStream();
+            dispatcher.write(response, out);
+            String text = out.toString(StandardCharsets.UTF_8);
+            assertTrue(text.contains("\"id\":" + id), id + " -> " + text);
+            assertEquals("pong", json.readTree(text).get("result").asText());
+        }
+    }
+
+    @Test
+    void notificationsAreNeverAnsweredEvenWhenTheyFail() throws Exception {
+        assertEquals(null, call("{\"jsonrpc\":\"2.0\",\"method\":\"ping\"}"));
+        assertEquals(null, call("{\"jsonrpc\":\"2.0\",\"method\":\"frobnicate\"}"));
+        assertEquals(null, call("{\"jsonrpc\":\"2.0\",\"method\":\"get\",\"params\":{\"state_id\":\"x\"}}"));
+    }
+
+    @Test
+    void parseErrorsNameNoLibrarySetting() throws Exception {
+        for (String bad : new String[] {"{", "{\"a\":", "[" .repeat(10_000), "nul"}) {
+            JsonNode r = call(bad);
+            assertError(r, ErrorCode.PARSE_ERROR);
+            String message = r.at("/error/message").asText();
+            assertFalse(message.contains("StreamReadFeature") || message.contains("StreamReadConstraints")
+                    || message.contains("Source"), message);
+        }
+        assertTrue(call("[".repeat(10_000)).at("/error/message").asText().contains("nests deeper than"));
+    }
+
+    @Test
+    void aStateNestedAThousandDeepIsRead() throws Exception {
+        String deep = "{\"a\":".repeat(1000) + "1" + "}".repeat(1000);
+        JsonNode r = call("{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"set\",\"params\":{\"state_id\":"
+                + "\"x\",\"partial\":{},\"completed\":" + deep + "}}");
+        assertError(r, ErrorCode.NOT_INITIALIZED); // read and dispatched: it got as far as the store
+    }
 }

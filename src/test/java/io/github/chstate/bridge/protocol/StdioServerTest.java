@@ -112,4 +112,46 @@ class StdioServerTest {
         FlushRecorder out = serve("{\"jsonrpc\":\"2.0\",\"id\":\"ünï\\n✓\",\"method\":\"ping\"}\n", new BridgeService(json));
         assertEquals("ünï\n✓", json.readTree(out.flushed.get(0)).get("id").asText());
     }
+
+    /** Every hostile line from a black-box check, in one stream: each answered as JSON-RPC 2.0 says, then a ping. */
+    @Test
+    void everyMalformedLineGetsItsOneAnswerOrNoneAndTheBridgeServesOn() throws Exception {
+        String[][] cases = {
+                {"{\"jsonrpc\":\"2.0\",\"id\":true,\"method\":\"ping\"}", "-32600"},
+                {"{\"jsonrpc\":\"2.0\",\"id\":{},\"method\":\"ping\"}", "-32600"},
+                {"{\"jsonrpc\":\"2.0\",\"id\":[1],\"method\":\"ping\"}", "-32600"},
+                {"{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"ping\",\"params\":\"s\"}", "-32600"},
+                {"{\"jsonrpc\":\"1.0\",\"id\":1,\"method\":\"ping\"}", "-32600"},
+                {"{\"jsonrpc\":\"2.0\",\"id\":null,\"method\":\"ping\"}", "id null: pong"},
+                {"{\"jsonrpc\":\"2.0\",\"method\":\"frobnicate\"}", null},
+                {"{\"jsonrpc\":\"2.0\",\"id\":12345678901234567890123,\"method\":\"ping\"}", "id 12345678901234567890123"},
+                {"{", "-32700"},
+                {"[".repeat(10_000), "-32700"},
+                {"{\"jsonrpc\":\"2.0\",\"id\":5,\"method\":\"ping\"}", "id 5"}};
+        StringBuilder in = new StringBuilder();
+        List<String> expected = new ArrayList<>();
+        for (String[] c : cases) {
+            in.append(c[0]).append('\n');
+            if (c[1] != null) {
+                expected.add(c[1]);
+            }
+        }
+        FlushRecorder out = serve(in.toString(), new BridgeService(json));
+        assertEquals(expected.size(), out.flushed.size(), String.join("", out.flushed));
+        for (int i = 0; i < expected.size(); i++) {
+            String line = out.flushed.get(i);
+            JsonNode response = json.readTree(line);
+            assertEquals("2.0", response.get("jsonrpc").asText(), line);
+            String want = expected.get(i);
+            if (want.startsWith("-")) {
+                assertEquals(Integer.parseInt(want), response.at("/error/code").asInt(), line);
+                assertTrue(response.get("id").isNull(), line);
+            } else if (want.equals("id null: pong")) {
+                assertTrue(response.get("id").isNull() && response.get("result").asText().equals("pong"), line);
+            } else {
+                assertTrue(line.contains("\"id\":" + want.substring(3) + ","), line);
+                assertEquals("pong", response.get("result").asText(), line);
+            }
+        }
+    }
 }
