@@ -319,6 +319,16 @@ def _state_of(megabytes: int) -> dict:
     return {"singer_state": {"bookmarks": {f"stream_{i}": dict(stream, i=i) for i in range(count)}}}
 
 
+@pytest.mark.java_runtime
+@pytest.mark.bridge_only
+def test_jvm_options_that_print_keep_the_protocol_channel_clean(clickhouse, schema, monkeypatch):
+    """-verbose:class and -XX:+PrintFlagsFinal print to stdout by default, where only JSON-RPC may go."""
+    monkeypatch.setenv("CLICKHOUSE_STATE_BRIDGE_JAVA_OPTS", "-verbose:class -XX:+PrintFlagsFinal -Xlog:gc=info:stdout")
+    with ClickhouseStateStoreManager(uri=clickhouse.state_uri(), schema=schema) as m:
+        m.set(MeltanoState("chatty", {}, {"n": 1}))
+        assert m.get("chatty").completed_state == {"n": 1}
+
+
 @pytest.mark.java_runtime  # the heap: its default size and what running out of it does
 @pytest.mark.bridge_only
 @pytest.mark.parametrize("megabytes", [1, 10, 50])

@@ -24,8 +24,10 @@ JAR = pathlib.Path(__file__).parent / "bridge" / "meltano-clickhouse-bridge.jar"
 # Only what the JVM needs: never the caller's MELTANO_* variables, which may hold the password.
 _ENV_KEPT = ("PATH", "HOME", "LANG", "LC_ALL", "TZ", "TMPDIR", "JAVA_HOME")
 # A 512 MB heap bounds the bridge's memory and takes a 100 MB state (docs/how-it-works.md, "Large states"). The JVM's own
-# warnings go to stdout by default, which is the protocol channel: send them to stderr.
+# warnings and its other output (flags, crash banner) go to stdout by default, which is the protocol channel: send them
+# to stderr; and after the user's options, close stdout to every log (an -Xlog or -verbose option would open it).
 _JVM_OPTIONS = ["-XX:+UseSerialGC", "-Xmx512m", "-Xshare:auto", "-Xlog:disable", "-Xlog:all=warning:stderr",
+                "-XX:+DisplayVMOutputToStderr",
                 # a crash report goes to the temp folder, not to the Meltano project the bridge was started in
                 f"-XX:ErrorFile={tempfile.gettempdir()}/meltano-clickhouse-bridge-hs_err_%p.log"]
 _LEVELS = {"TRACE": logging.DEBUG, "DEBUG": logging.DEBUG, "INFO": logging.INFO, "WARN": logging.WARNING,
@@ -101,7 +103,8 @@ class BridgeProcess:
     def __init__(self):
         self.java = java = runtime.find()
         jar = find_jar()
-        command = [java.path, *_JVM_OPTIONS, *shlex.split(os.environ.get(JAVA_OPTS_ENV, "")), *self._archive_options(java, jar)]
+        command = [java.path, *_JVM_OPTIONS, *shlex.split(os.environ.get(JAVA_OPTS_ENV, "")), "-Xlog:all=off:stdout",
+                   *self._archive_options(java, jar)]
         if logger.isEnabledFor(logging.DEBUG):
             command.append("-Dorg.slf4j.simpleLogger.defaultLogLevel=debug")
         command += ["-jar", str(jar)]
