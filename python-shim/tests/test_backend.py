@@ -1,6 +1,7 @@
 """ClickhouseStateStoreManager with the real bridge against ClickHouse (CLICKHOUSE_URL or the local chDB server)."""
 from __future__ import annotations
 
+import fnmatch
 import json
 import logging
 import os
@@ -506,3 +507,26 @@ def test_a_bridge_killed_during_eight_threads_of_updates(clickhouse, schema, cap
         assert successes[n] > 0
         assert m.get(f"kill:{n}").completed_state == {"count": successes[n]}
     m.close()
+
+
+_IDS = ["a[x]b", "axb", "ayb", "a_b", "a%b", "a.b", "a\\b", "a-b", "a]b", "a!b", "a^b", "a*b", "a?b", "ab", "a\nb",
+        "dev:tap-x", "dev:tap-y", "prod:tap-x", "A", "ü-1", "u-1", "[", "x[", "!x", "b", "a(b)", "a{1}", "a$", "a|b"]
+_PATTERNS = ["*", "a*", "a?b", "a[x]b", "a[!x]b", "a[xy]b", "a[x-z]b", "a[z-x]b", "a[!z-x]b", "a[]]b", "a[!]]b",
+             "a[-]b", "a[a-]b", "a[%]b", "a_b", "a%b", "a.b", "a\\b", "a[\\]b", "a[^]b", "a[!^]b", "dev:*",
+             "*:tap-?", "*tap-[xy]", "?-1", "[", "x[", "[!a-z]", "[[]", "a[*]b", "a[?]b", "*[", "a(b)", "a{1}", "a$",
+             "a|b", "a[.]b", "a\nb", "a?b*", "**", "?", ""]
+
+
+def test_patterns_match_as_fnmatch_does(manager):
+    """Meltano's S3, GCS, Azure and local backends filter state ids with fnmatch: ours matches the same ids."""
+    prefix = "glob:" + uuid.uuid4().hex[:6] + ":"
+    manager.set_all([MeltanoState(prefix + i, {}, {"n": 1}) for i in _IDS])
+    differ = {}
+    for pattern in _PATTERNS:
+        ours = sorted(s[len(prefix):] for s in manager.get_state_ids(prefix + pattern))
+        theirs = sorted(i for i in _IDS if fnmatch.fnmatchcase(prefix + i, prefix + pattern))
+        if ours != theirs:
+            differ[pattern] = (ours, theirs)
+    assert not differ
+    assert sorted(s.state_id[len(prefix):] for s in manager.get_all(prefix + "a[!x]b")) == \
+        sorted(i for i in _IDS if fnmatch.fnmatchcase(i, "a[!x]b"))

@@ -54,20 +54,76 @@ public final class Sql {
     }
 
     /**
-     * Meltano's glob (anchored; {@code *} any run, {@code ?} one character) as a LIKE pattern literal, where
-     * LIKE's own {@code %}, {@code _} and {@code \} in the glob match literally.
+     * A glob as Meltano's other backends match it ({@code fnmatch}: {@code *} any run, {@code ?} one character,
+     * {@code [seq]} and {@code [!seq]} one character in or not in seq, with ranges; a {@code [} without its {@code ]}
+     * is itself; nothing else is special) as an anchored RE2 regular expression, the way Python's
+     * {@code fnmatch.translate} builds its own.
      */
-    public static String likePattern(String glob) {
-        StringBuilder like = new StringBuilder(glob.length() + 8);
-        for (int i = 0; i < glob.length(); i++) {
-            char c = glob.charAt(i);
-            switch (c) {
-                case '*' -> like.append('%');
-                case '?' -> like.append('_');
-                case '%', '_', '\\' -> like.append('\\').append(c);
-                default -> like.append(c);
+    public static String globRegex(String glob) {
+        StringBuilder re = new StringBuilder("(?s)^");
+        int n = glob.length();
+        for (int i = 0; i < n; ) {
+            char c = glob.charAt(i++);
+            if (c == '*') {
+                if (!re.toString().endsWith(".*")) {
+                    re.append(".*");
+                }
+            } else if (c == '?') {
+                re.append('.');
+            } else if (c == '[') {
+                int j = i;
+                if (j < n && glob.charAt(j) == '!') {
+                    j++;
+                }
+                if (j < n && glob.charAt(j) == ']') {
+                    j++;
+                }
+                while (j < n && glob.charAt(j) != ']') {
+                    j++;
+                }
+                if (j >= n) {
+                    re.append("\\[");
+                } else {
+                    re.append(characterSet(glob.substring(i, j)));
+                    i = j + 1;
+                }
+            } else {
+                quote(re, c);
             }
         }
-        return literal(like.toString());
+        return re.append('$').toString();
+    }
+
+    /** The inside of a glob's {@code [...]} as a RE2 class; a reversed range matches nothing, as in fnmatch. */
+    private static String characterSet(String set) {
+        boolean negated = set.startsWith("!");
+        String chars = negated ? set.substring(1) : set;
+        StringBuilder items = new StringBuilder();
+        for (int k = 0; k < chars.length(); ) {
+            if (k + 2 < chars.length() && chars.charAt(k + 1) == '-') {
+                char lo = chars.charAt(k);
+                char hi = chars.charAt(k + 2);
+                if (lo <= hi) {
+                    quote(items, lo);
+                    items.append('-');
+                    quote(items, hi);
+                }
+                k += 3;
+            } else {
+                quote(items, chars.charAt(k++));
+            }
+        }
+        if (items.isEmpty()) {
+            return negated ? "." : "[^\\x{0}-\\x{10FFFF}]"; // every range reversed: all, or nothing
+        }
+        return (negated ? "[^" : "[") + items + "]";
+    }
+
+    /** Appends {@code c} so that RE2 reads it as itself, inside a class or out. */
+    private static void quote(StringBuilder re, char c) {
+        if ("\\.+*?()|[]{}^$-".indexOf(c) >= 0) {
+            re.append('\\');
+        }
+        re.append(c);
     }
 }

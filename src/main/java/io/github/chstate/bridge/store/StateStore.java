@@ -325,7 +325,7 @@ public final class StateStore {
     }
 
     private static String matching(String pattern) {
-        return pattern == null || pattern.equals("*") ? "" : " WHERE state_id LIKE " + Sql.likePattern(pattern);
+        return pattern == null || pattern.equals("*") ? "" : " WHERE match(state_id, " + Sql.literal(Sql.globRegex(pattern)) + ")";
     }
 
     private StoredState row(InputStream in) throws IOException {

@@ -23,12 +23,13 @@ class SqlTest {
     }
 
     @Test
-    void globsBecomeLikePatternsWithSqlWildcardsEscaped() {
-        assertEquals("'dev:%'", Sql.likePattern("dev:*"));
-        assertEquals("'a_b'", Sql.likePattern("a?b"));
-        assertEquals("'100\\\\%\\\\_'", Sql.likePattern("100%_"));
-        assertEquals("'back\\\\\\\\slash'", Sql.likePattern("back\\slash"));
-        assertEquals("'it\\'s%'", Sql.likePattern("it's*"));
-        assertEquals("'[x]'", Sql.likePattern("[x]"));
+    void globsBecomeAnchoredRegularExpressionsAsFnmatchBuildsThem() {
+        assertEquals("(?s)^dev:.*$", Sql.globRegex("dev:*"));
+        assertEquals("(?s)^a.b$", Sql.globRegex("a?b"));
+        assertEquals("(?s)^100%_\\.x$", Sql.globRegex("100%_.x"));
+        assertEquals("(?s)^a[x]b$", Sql.globRegex("a[x]b"));
+        assertEquals("(?s)^[^a-c]$", Sql.globRegex("[!a-c]"));
+        assertEquals("(?s)^[^a\\-]$", Sql.globRegex("[!a-]"));
+        assertEquals("(?s)^\\[x$", Sql.globRegex("[x"));
     }
 }
