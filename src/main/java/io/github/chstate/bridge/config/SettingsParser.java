@@ -24,6 +24,8 @@ public final class SettingsParser {
             "lock_timeout_seconds", "lock_retry_seconds", "lock_wait_seconds", "cluster", "lock", "retry_budget_seconds", "history_days",
             "write_interval_seconds", "exclusive_runs");
 
+    /** The longest schema or table name taken: the server's limit is 206 for a table, and ours get suffixes. */
+    static final int MAX_NAME = 180;
     private static final Pattern NAME = Pattern.compile("[A-Za-z_][A-Za-z0-9_]*");
 
     private SettingsParser() {
@@ -151,6 +153,10 @@ public final class SettingsParser {
             String val = string(key, fallback);
             if (!NAME.matcher(val).matches()) {
                 throw bad(key, "must be a plain ClickHouse identifier (letters, digits, underscore; not starting with a digit), got '" + val + "'");
+            }
+            if (val.length() > MAX_NAME) {
+                throw bad(key, "must be at most " + MAX_NAME + " characters (ClickHouse keeps each table in files named "
+                        + "after it, and file names have a limit), got " + val.length());
             }
             return val;
         }

@@ -90,6 +90,11 @@ class SettingsParserTest {
         assertTrue(rejected("uri", "clickhouse://u@h/db", "table", "a`b").getMessage().contains("'table'"));
         assertTrue(rejected("uri", "clickhouse://u@h/db", "lock_timeout_seconds", 0).getMessage().contains("'lock_timeout_seconds'"));
         assertTrue(rejected("uri", "clickhouse://u@h/db", "lock_retry_seconds", "soon").getMessage().contains("'lock_retry_seconds'"));
+        assertTrue(rejected("uri", "clickhouse://u@h/db", "schema", "s".repeat(300)).getMessage()
+                .contains("'schema' must be at most 180 characters"));
+        assertTrue(rejected("uri", "clickhouse://u@h/db", "table", "t".repeat(181)).getMessage()
+                .contains("'table' must be at most 180 characters"));
+        assertEquals("t".repeat(180), SettingsParser.parse(map("uri", "clickhouse://u@h/db", "table", "t".repeat(180))).table());
         assertTrue(rejected("uri", "postgresql://u@h/db").getMessage().contains("clickhouse://"));
         assertTrue(rejected("uri", "clickhouse://u@h/db?secure=true").getMessage().contains("state_backend.clickhouse"));
         assertTrue(rejected("uri", "clickhouse://u@h/db", "colour", "red").getMessage().contains("'colour'"));
