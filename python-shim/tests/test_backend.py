@@ -530,3 +530,28 @@ def test_patterns_match_as_fnmatch_does(manager):
     assert not differ
     assert sorted(s.state_id[len(prefix):] for s in manager.get_all(prefix + "a[!x]b")) == \
         sorted(i for i in _IDS if fnmatch.fnmatchcase(i, "a[!x]b"))
+
+
+def _nested(depth: int) -> dict:
+    state: dict = {"leaf": 1}
+    for _ in range(depth - 1):
+        state = {"a": state}
+    return state
+
+
+def _depth(state: dict) -> tuple[int, object]:
+    """How deep a state of _nested is, and its leaf, without recursion (== on it would recurse past the limit)."""
+    depth = 1
+    while "a" in state:
+        state, depth = state["a"], depth + 1
+    return depth, state["leaf"]
+
+
+def test_a_state_as_deep_as_meltano_writes_round_trips_and_a_deeper_one_is_refused_clearly(manager):
+    deep = _nested(990)  # Meltano's own json writes this; the upstream add-on stores it
+    manager.set(MeltanoState("deep", {}, deep))
+    assert _depth(manager.get("deep").completed_state) == (990, 1)
+    with pytest.raises(ClickHouseStateBackendError, match="nests deeper than 3000 levels"):
+        manager.set(MeltanoState("deep", {}, _nested(3500)))
+    assert _depth(manager.get("deep").completed_state) == (990, 1)  # nothing half-stored
+

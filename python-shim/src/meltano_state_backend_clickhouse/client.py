@@ -1,8 +1,10 @@
 """JSON-RPC 2.0 over the bridge's stdin/stdout: one request line, one response line, one call at a time."""
 from __future__ import annotations
 
+import contextlib
 import itertools
 import json
+import sys
 import threading
 import typing as t
 
@@ -28,8 +30,21 @@ def encode(message: dict) -> bytes:
     become null with orjson."""
     try:
         return orjson.dumps(message)
-    except orjson.JSONEncodeError:
-        return json.dumps(message, separators=(",", ":")).encode()
+    except orjson.JSONEncodeError:  # also a state nested deeper than orjson's 255 levels
+        with _room_to_nest():
+            return json.dumps(message, separators=(",", ":")).encode()
+
+
+@contextlib.contextmanager
+def _room_to_nest():
+    """json counts each level of a state as a Python call: a state Meltano itself wrote at ~990 levels must not fail
+    here, deeper in the stack (the bridge takes 3,000)."""
+    limit = sys.getrecursionlimit()
+    sys.setrecursionlimit(max(limit, 4000))
+    try:
+        yield
+    finally:
+        sys.setrecursionlimit(limit)
 
 
 class BridgeError(Exception):
@@ -67,7 +82,8 @@ class JsonRpcClient:
                 raise BridgeDiedError(f"The ClickHouse state bridge (pid {self.process.pid}) exited during "
                                       f"'{method}': {self.process.describe_exit()}. Nothing was returned for this call.")
         try:
-            response = json.loads(line)
+            with _room_to_nest():
+                response = json.loads(line)
         except ValueError:  # e.g. the JVM's own crash report, which it writes to stdout
             self.process.stop(timeout=1)  # the stream is out of step: this bridge is of no more use
             raise BridgeDiedError(f"The ClickHouse state bridge (pid {self.process.pid}) wrote something that is not "
