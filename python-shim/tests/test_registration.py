@@ -14,12 +14,12 @@ def test_the_clickhouse_scheme_loads_our_manager():
     assert found[0].load() is ClickhouseStateStoreManager
 
 
-def test_every_setting_is_registered_with_its_kind():
+def test_every_setting_is_registered_as_a_string_for_the_bridge_to_check():
     loaded = [ep.load() for ep in entry_points(group="meltano.settings") if ep.value.startswith("meltano_state_backend_clickhouse")]
     by_name = {s.name: s for s in loaded}
     assert set(by_name) == {f"state_backend.clickhouse.{key}" for key in SETTING_KEYS}
-    assert by_name["state_backend.clickhouse.port"].kind == SettingKind.INTEGER
-    assert by_name["state_backend.clickhouse.secure"].kind == SettingKind.BOOLEAN
+    # Meltano's own conversion of a bad int or choice ends in a traceback: the bridge names setting and value instead.
+    assert all(s.kind == SettingKind.STRING for s in loaded)
     assert by_name["state_backend.clickhouse.password"].sensitive
     assert all(s.env_specific for s in loaded)
     assert sorted(loaded, key=lambda s: s.name) == sorted(settings.ALL, key=lambda s: s.name)
