@@ -280,6 +280,19 @@ def _wait_for_bookmark(meltano: Meltano, run: subprocess.Popen, at_least: int):
         time.sleep(0.1)
 
 
+def _run_once_the_lease_is_stale(runner: Runner):
+    """Runs the pipeline in the runner's folder until it is no longer refused (polling, for up to 60 s)."""
+    deadline = time.monotonic() + 60
+    while True:
+        run = subprocess.run([meltano_project.meltano_executable(), "run", "tap-csvlite", "target-jsonlite"],
+                             cwd=runner.root, env=runner.env, text=True, capture_output=True, timeout=120)
+        if run.returncode == 0:
+            return
+        assert REFUSED in run.stdout + run.stderr, run.stdout + run.stderr
+        assert time.monotonic() < deadline, "the holder's lease never went stale"
+        time.sleep(0.5)
+
+
 def _history(meltano: Meltano) -> list[int]:
     """The bookmarks stored for the pipeline, oldest first (its history table keeps every version)."""
     rows = meltano.query(f"SELECT completed_state, partial_state FROM `{meltano.schema}`.state_history "
@@ -359,15 +372,7 @@ def test_a_killed_run_holds_its_state_id_until_its_lease_is_stale(meltano, insta
     refused = subprocess.run([meltano_project.meltano_executable(), "run", "tap-csvlite", "target-jsonlite"],
                              cwd=second.root, env=second.env, text=True, capture_output=True, timeout=120)
     assert refused.returncode != 0 and REFUSED in refused.stdout + refused.stderr, refused.stdout + refused.stderr
-    deadline = time.monotonic() + 60  # lock_timeout_seconds (10 s) after the killed run's last renewal
-    while True:
-        started = subprocess.run([meltano_project.meltano_executable(), "run", "tap-csvlite", "target-jsonlite"],
-                                 cwd=second.root, env=second.env, text=True, capture_output=True, timeout=120)
-        if started.returncode == 0:
-            break
-        assert REFUSED in started.stdout + started.stderr, started.stdout + started.stderr
-        assert time.monotonic() < deadline, "the killed run's lease never went stale"
-        time.sleep(1)
+    _run_once_the_lease_is_stale(second)  # lock_timeout_seconds (10 s) after the killed run's last renewal
     assert second.records() == [], "the second folder's rows were below the killed run's bookmark"
 
 
@@ -384,15 +389,7 @@ def test_a_stopped_bridge_that_lost_its_lease_writes_nothing_after_it_wakes(melt
     [bridge] = set(meltano.bridges.started()) - before
     os.kill(bridge, signal.SIGSTOP)
     try:
-        deadline = time.monotonic() + 60
-        while True:
-            taken = subprocess.run([meltano_project.meltano_executable(), "run", "tap-csvlite", "target-jsonlite"],
-                                   cwd=second.root, env=second.env, text=True, capture_output=True, timeout=120)
-            if taken.returncode == 0:
-                break
-            assert REFUSED in taken.stdout + taken.stderr, taken.stdout + taken.stderr
-            assert time.monotonic() < deadline, "the stopped bridge's lease never went stale"
-            time.sleep(0.5)
+        _run_once_the_lease_is_stale(second)
     finally:
         os.kill(bridge, signal.SIGCONT)
     output, _ = stopped.communicate(timeout=240)

@@ -270,19 +270,18 @@ public abstract class KeepingLock implements StateLock {
      */
     @Override
     public final void requireOwn(String token) {
-        Grant grant = liveGrant(token);
-        if (grant.lost == null && System.nanoTime() - grant.confirmedAt >= staleAfter.toNanos() * 2 / 3) {
-            confirm(grant);
-        }
-        if (grant.lost != null) {
-            throw lost(grant);
-        }
+        requireOwn(token, staleAfter.toNanos() * 2 / 3);
     }
 
     @Override
     public final void confirmOwn(String token) {
+        requireOwn(token, 0);
+    }
+
+    /** Throws unless the grant is still this bridge's, confirming it first when its last confirmation is that old. */
+    private void requireOwn(String token, long confirmWhenOlderNanos) {
         Grant grant = liveGrant(token);
-        if (grant.lost == null) {
+        if (grant.lost == null && System.nanoTime() - grant.confirmedAt >= confirmWhenOlderNanos) {
             confirm(grant);
         }
         if (grant.lost != null) {
