@@ -29,6 +29,7 @@ import java.sql.Connection;
 import java.sql.ResultSet;
 import java.sql.SQLException;
 import java.sql.Statement;
+import java.time.Duration;
 import java.util.ArrayList;
 import java.util.List;
 import java.util.Map;
@@ -191,6 +192,15 @@ public final class ClickHouse implements AutoCloseable {
                 return rows;
             }
         });
+    }
+
+    /**
+     * Runs {@code work} so that none of its statements is tried again once {@code wait} has passed, which
+     * {@code setting} decides (a lock's wait): then the last failure goes to the caller. A statement under way then
+     * still ends by its own timeout (query_timeout_seconds).
+     */
+    public static <T> T within(Duration wait, String setting, Supplier<T> work) {
+        return Retry.until(System.nanoTime() + wait.toNanos(), setting, work);
     }
 
     /** Every statement goes through here: tried again per {@link Retry}, its failure translated. */

@@ -15,6 +15,7 @@ import java.sql.SQLTransientConnectionException;
 import java.time.Duration;
 import java.util.Map;
 import java.util.function.Function;
+import java.util.function.Supplier;
 
 /**
  * The one retry policy of every statement (the driver's own retries are off): a statement that failed for a passing
@@ -60,6 +61,17 @@ final class Retry {
     private static final Duration FIRST_PAUSE = Duration.ofMillis(100);
     private static final Duration LONGEST_PAUSE = Duration.ofSeconds(5);
     private static final Logger log = LoggerFactory.getLogger(Retry.class);
+    /**
+     * When this thread's statements stop being tried again, and the setting that says so; null when no statement runs:
+     * set by the outermost {@link #run} or by {@link #until}, so that statements sent inside another's try (a lock
+     * confirmed before an insert) or inside a bounded wait (a lock's) share its end instead of adding budgets of
+     * their own.
+     */
+    private static final ThreadLocal<End> END = new ThreadLocal<>();
+
+    /** At System.nanoTime {@code at}, as {@code setting} says. */
+    private record End(long at, String setting) {
+    }
 
     private final Duration budget;
     private final String endpoint;
@@ -70,9 +82,36 @@ final class Retry {
         this.endpoint = endpoint;
     }
 
-    /** Runs {@code attempt} until it succeeds or fails for good; {@code translate} turns the last failure into ours. */
+    /**
+     * Runs {@code work} so that no statement in it is tried again after {@code deadline} (System.nanoTime), which
+     * {@code setting} decides, nor after an earlier end this thread already has. A statement under way then still
+     * ends by its own timeout.
+     */
+    static <T> T until(long deadline, String setting, Supplier<T> work) {
+        End outer = END.get();
+        END.set(outer != null && outer.at() <= deadline ? outer : new End(deadline, setting));
+        try {
+            return work.get();
+        } finally {
+            if (outer == null) {
+                END.remove();
+            } else {
+                END.set(outer);
+            }
+        }
+    }
+
+    /**
+     * Runs {@code attempt} until it succeeds or fails for good, within the budget from its first try or the end this
+     * thread already has ({@link #until}); {@code translate} turns the last failure into ours.
+     */
     <T> T run(Attempt<T> attempt, Function<Exception, BridgeException> translate) {
         long start = System.nanoTime();
+        return until(start + budget.toNanos(), "retry_budget_seconds", () -> tryUntilEnd(attempt, translate, start));
+    }
+
+    private <T> T tryUntilEnd(Attempt<T> attempt, Function<Exception, BridgeException> translate, long start) {
+        End end = END.get();
         Duration pause = FIRST_PAUSE;
         for (int tries = 1; ; tries++) {
             try {
@@ -81,17 +120,17 @@ final class Retry {
                 return result;
             } catch (Exception e) {
                 String reason = transientReason(e);
-                Duration left = budget.minusNanos(System.nanoTime() - start);
+                Duration left = Duration.ofNanos(end.at() - System.nanoTime());
                 if (reason == null || !reached && isConnectFailure(e) || left.compareTo(pause) < 0) {
                     BridgeException failure = translate.apply(e);
                     if (tries == 1) {
                         throw failure;
                     }
                     throw new BridgeException(failure.code(), failure.getMessage() + " Tried " + tries + " times in "
-                            + (System.nanoTime() - start) / 1_000_000_000 + " s (retry_budget_seconds).", e);
+                            + (System.nanoTime() - start) / 1_000_000_000 + " s (" + end.setting() + ").", e);
                 }
-                log.warn("A statement to ClickHouse at {} failed ({}); trying again in {} ms, for up to {} s more "
-                        + "(retry_budget_seconds).", endpoint, reason, pause.toMillis(), left.toSeconds());
+                log.warn("A statement to ClickHouse at {} failed ({}); trying again in {} ms, for up to {} s more.",
+                        endpoint, reason, pause.toMillis(), left.toSeconds());
                 if (!sleep(pause)) {
                     throw translate.apply(e);
                 }

@@ -134,6 +134,11 @@ public abstract class KeepingLock implements StateLock {
     /** Every live lease in the table. */
     protected abstract List<LiveLease> liveLeases();
 
+    /**
+     * Takes the lock: a lease this bridge holds at once; a lock it kept since a release mostly without a statement;
+     * else in the table. Statements are tried again only within {@code wait}, so that the call ends within it plus
+     * one statement's timeout however the server or Keeper fail.
+     */
     @Override
     public final String acquire(String stateId, Duration retry, Duration wait) {
         Grant lease = leases.get(stateId);
@@ -149,6 +154,10 @@ public abstract class KeepingLock implements StateLock {
                 lease.writing.unlock();
             }
         }
+        return ClickHouse.within(wait, "lock_wait_seconds", () -> acquireFresh(stateId, retry, wait));
+    }
+
+    private String acquireFresh(String stateId, Duration retry, Duration wait) {
         long start = System.nanoTime();
         boolean yielded = false;
         Grant keptGrant = kept.remove(stateId);
@@ -160,7 +169,14 @@ public abstract class KeepingLock implements StateLock {
                 if (start - keptGrant.checkedAt < CHECK_QUEUE_AFTER.toNanos()) {
                     return grant(keptGrant.again(false, keptGrant.checkedAt));
                 }
-                if (nobodyWaits(keptGrant)) {
+                boolean nobody;
+                try {
+                    nobody = nobodyWaits(keptGrant);
+                } catch (BridgeException e) {
+                    keep(keptGrant, KEPT_AFTER_RELEASE); // still ours in the table: freed later, or taken again
+                    throw e;
+                }
+                if (nobody) {
                     return grant(keptGrant.again(false, start));
                 }
                 yielded = true; // let the one waiting go first
@@ -189,6 +205,13 @@ public abstract class KeepingLock implements StateLock {
         if (leases.containsKey(stateId)) {
             return;
         }
+        ClickHouse.within(wait, "lock_wait_seconds", () -> {
+            takeLease(stateId, run, retry, wait);
+            return null;
+        });
+    }
+
+    private void takeLease(String stateId, Run run, Duration retry, Duration wait) {
         Grant keptGrant = kept.remove(stateId);
         if (keptGrant != null) {
             freeGranted(keptGrant);
@@ -331,40 +354,34 @@ public abstract class KeepingLock implements StateLock {
 
     /**
      * Runs {@link BeforeFree}, then frees the lock in the table (unless it was lost). When what was kept back under it
-     * cannot be written for a passing reason (Keeper or the server away), the lock is not freed but kept, and the
-     * write and free tried again later ({@link #retryFreeLater}): freed, it could be taken by another process, and
-     * then the kept-back state could never be written.
+     * cannot be written, or the lock not freed, for a passing reason (Keeper or the server away), a plain lock is kept,
+     * and the write and free tried again later ({@link #keep}): freed, it could be taken by another process, and then
+     * the kept-back state could never be written; not freed and forgotten, this bridge would wait for its own lock.
      */
     private void freeGranted(Grant grant) {
-        if (grant.lost == null) {
-            try {
-                beforeFree.run(grant.stateId, grant.token);
-            } catch (BridgeException e) {
-                if (grant.lost == null) {
-                    retryFreeLater(grant);
-                } else {
-                    live.remove(grant.token, grant);
-                }
-                throw e;
-            }
-        }
         try {
             if (grant.lost == null) {
+                beforeFree.run(grant.stateId, grant.token);
                 free(grant.stateId, grant.row);
             }
-        } finally {
             live.remove(grant.token, grant);
+        } catch (BridgeException e) {
+            if (grant.lost != null || grant.run != null || timer.isShutdown()) {
+                live.remove(grant.token, grant); // a lease is let go at close; an unfreed lock goes stale
+            } else {
+                keep(grant, staleAfter.dividedBy(3));
+            }
+            throw e;
         }
     }
 
-    /** Keeps the grant, and tries to write what it kept back and free it again a third of {@code staleAfter} later. */
-    private void retryFreeLater(Grant grant) {
-        if (grant.run != null || timer.isShutdown()) {
-            return; // a lease stays in leases until close; close tries once more and then lets it go stale
-        }
+    /** Keeps the plain grant for this bridge to take again, and frees it (writing what it kept back) after {@code d}. */
+    private void keep(Grant grant, Duration d) {
         held.remove(grant.token, grant);
         kept.put(grant.stateId, grant);
-        timer.schedule(() -> releaseKept(grant), staleAfter.toNanos() / 3, TimeUnit.NANOSECONDS);
+        if (!timer.isShutdown()) {
+            timer.schedule(() -> releaseKept(grant), d.toNanos(), TimeUnit.NANOSECONDS);
+        }
     }
 
     /**
@@ -399,8 +416,7 @@ public abstract class KeepingLock implements StateLock {
             freeGranted(grant);
             return;
         }
-        kept.put(grant.stateId, grant);
-        timer.schedule(() -> releaseKept(grant), KEPT_AFTER_RELEASE.toMillis(), TimeUnit.MILLISECONDS);
+        keep(grant, KEPT_AFTER_RELEASE);
     }
 
     /** Writes what the store kept back under the lease, unless the caller took the lease again meanwhile. */
@@ -422,13 +438,13 @@ public abstract class KeepingLock implements StateLock {
 
     /**
      * Frees every kept lock, held one and lease: a caller that never released it is gone (its Meltano exited). A
-     * release the timer is running is let finish first.
+     * release the timer is running is let finish first, for at most {@code staleAfter}: its lock is stale by then.
      */
     @Override
     public final void close() {
         timer.shutdown();
         try {
-            timer.awaitTermination(1, TimeUnit.DAYS); // the bridge's exit deadline (Main) bounds this
+            timer.awaitTermination(staleAfter.toNanos(), TimeUnit.NANOSECONDS);
         } catch (InterruptedException e) {
             Thread.currentThread().interrupt();
         }

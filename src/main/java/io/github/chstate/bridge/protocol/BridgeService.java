@@ -55,6 +55,10 @@ public final class BridgeService implements BridgeApi, AutoCloseable {
         return "pong";
     }
 
+    /**
+     * Connects with the settings and makes sure the tables are there. A bridge already connected keeps its session
+     * until the new one is up: a failed re-initialize (or migrate) leaves it as it was.
+     */
     @Override
     public synchronized Map<String, Object> initialize(Map<String, Object> raw, Map<String, Object> runInfo) {
         if (raw == null) {
@@ -62,33 +66,35 @@ public final class BridgeService implements BridgeApi, AutoCloseable {
         }
         Settings parsed = SettingsParser.parse(raw);
         Run parsedRun = runInfo == null ? null : run(runInfo);
-        close();
         ClickHouse ch = new ClickHouse(parsed);
+        Tables tables;
+        Tables.Found found;
+        StateLock opened;
         try {
-            Tables tables = new Tables(parsed);
-            Tables.Found found = tables.ensure(ch);
-            StateLock opened = Locks.open(ch, tables.locks(), found.locks(), found.deployment().replicated(), parsed);
-            String version = found.serverVersion();
-            settings = parsed;
-            rawSettings = raw;
-            rawRun = runInfo;
-            run = parsed.exclusiveRuns() ? parsedRun : null;
-            clickHouse = ch;
-            lock = opened;
-            store = new StateStore(ch, tables, found.clock(), opened, found.deployment(), json, parsed.writeInterval());
-            history = new StateHistory(ch, tables, found.deployment(), json, opened, store);
-            log.debug("Connected to ClickHouse {} with {}", version, parsed);
-            Map<String, Object> answer = new LinkedHashMap<>();
-            answer.put("bridge_version", BRIDGE_VERSION);
-            answer.put("protocol_version", PROTOCOL_VERSION);
-            answer.put("clickhouse_version", version);
-            answer.put("deployment", found.deployment().name().toLowerCase(Locale.ROOT));
-            answer.put("lock", opened instanceof KeeperLock ? "keeper" : "claims");
-            return answer;
+            tables = new Tables(parsed);
+            found = tables.ensure(ch);
+            opened = Locks.open(ch, tables.locks(), found.locks(), found.deployment().replicated(), parsed);
         } catch (RuntimeException e) {
             ch.close();
             throw e;
         }
+        close();
+        settings = parsed;
+        rawSettings = raw;
+        rawRun = runInfo;
+        run = parsed.exclusiveRuns() ? parsedRun : null;
+        clickHouse = ch;
+        lock = opened;
+        store = new StateStore(ch, tables, found.clock(), opened, found.deployment(), json, parsed.writeInterval());
+        history = new StateHistory(ch, tables, found.deployment(), json, opened, store);
+        log.debug("Connected to ClickHouse {} with {}", found.serverVersion(), parsed);
+        Map<String, Object> answer = new LinkedHashMap<>();
+        answer.put("bridge_version", BRIDGE_VERSION);
+        answer.put("protocol_version", PROTOCOL_VERSION);
+        answer.put("clickhouse_version", found.serverVersion());
+        answer.put("deployment", found.deployment().name().toLowerCase(Locale.ROOT));
+        answer.put("lock", opened instanceof KeeperLock ? "keeper" : "claims");
+        return answer;
     }
 
     /** {@link #initialize(Map, Map)} outside a pipeline run. */
@@ -236,10 +242,14 @@ public final class BridgeService implements BridgeApi, AutoCloseable {
         return Duration.ofSeconds(5).plus(settings == null ? Duration.ZERO : settings.retryBudget());
     }
 
+    /** Writes what is pending and frees the locks, no statement tried again after {@link #closeDeadline}. */
     @Override
     public synchronized void close() {
         if (clickHouse != null) {
-            lock.close();
+            ClickHouse.within(closeDeadline(), "the bridge's close deadline, 5 s + retry_budget_seconds", () -> {
+                lock.close();
+                return null;
+            });
             clickHouse.close();
             clickHouse = null;
             store = null;

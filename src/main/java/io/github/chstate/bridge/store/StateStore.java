@@ -206,15 +206,27 @@ public final class StateStore {
         known.computeIfPresent(stateId, (id, k) -> k.token.equals(token) ? null : k);
     }
 
-    /** Writes every pending state, keeping the locks; failures are kept for {@link #flush} and {@link #requireWritten}. */
+    /**
+     * Writes every pending state, keeping the locks. Throws what could not be written (said now, so not again by
+     * {@link #requireWritten}): a call that reads or writes more than its own locked id never answers as if it had
+     * been. What failed stays pending for the next try, unless its lock is lost.
+     */
     synchronized void writeAllPending() {
+        Map<String, BridgeException> failures = new TreeMap<>();
         known.forEach((stateId, last) -> {
             try {
                 writeIfPending(stateId, last);
             } catch (BridgeException e) {
                 forgetIfLost(stateId, last, e);
+                failures.put(stateId, e);
             }
         });
+        if (!failures.isEmpty()) {
+            failedWrites.keySet().removeAll(failures.keySet());
+            BridgeException first = failures.values().iterator().next();
+            throw new BridgeException(first.code(), failures.values().stream().map(Throwable::getMessage)
+                    .collect(Collectors.joining(" ")), first);
+        }
     }
 
     /** After a failed write: a state whose lock is lost is never written; any other stays pending. */
@@ -258,13 +270,16 @@ public final class StateStore {
      * and was not said yet. What could not be written now is not tried again: the command says it was not written.
      */
     public synchronized void flush() {
-        writeAllPending();
-        for (String stateId : failedWrites.keySet()) {
-            known.computeIfPresent(stateId, (id, last) -> last.pending ? null : last);
+        List<String> failures = new ArrayList<>();
+        try {
+            writeAllPending();
+        } catch (BridgeException e) {
+            failures.add(e.getMessage());
         }
-        if (!failedWrites.isEmpty()) {
-            List<String> failures = new ArrayList<>(new TreeMap<>(failedWrites).values());
-            failedWrites.clear();
+        known.values().removeIf(Known::pending);
+        failures.addAll(new TreeMap<>(failedWrites).values());
+        failedWrites.clear();
+        if (!failures.isEmpty()) {
             throw new BridgeException(ErrorCode.CLICKHOUSE, String.join(" ", failures));
         }
     }
