@@ -19,7 +19,7 @@ from meltano.core.state_store.base import MeltanoState, MissingStateBackendSetti
 
 from chdb_server.testing import Endpoint, LocalClickHouse, LocalZooKeeper
 from meltano_state_backend_clickhouse.backend import ClickHouseStateBackendError, ClickhouseStateStoreManager
-from meltano_state_backend_clickhouse.client import SharedBridge
+from meltano_state_backend_clickhouse.client import BridgeDiedError, SharedBridge
 
 
 @pytest.fixture
@@ -554,4 +554,28 @@ def test_a_state_as_deep_as_meltano_writes_round_trips_and_a_deeper_one_is_refus
     with pytest.raises(ClickHouseStateBackendError, match="nests deeper than 3000 levels"):
         manager.set(MeltanoState("deep", {}, _nested(3500)))
     assert _depth(manager.get("deep").completed_state) == (990, 1)  # nothing half-stored
+
+
+@pytest.mark.bridge_only
+def test_a_hung_bridge_is_given_up_within_the_deadline_its_settings_give(clickhouse, schema):
+    """A SIGSTOPped JVM answers nothing: the call fails naming it, and the bridge is stopped, not left behind."""
+    m = ClickhouseStateStoreManager(uri=clickhouse.state_uri(), schema=schema, lock_wait_seconds=1,
+                                    retry_budget_seconds=0, query_timeout_seconds=1)
+    try:
+        m.set(MeltanoState("hung", {}, {"n": 1}))
+        client = m._bridge._client
+        assert client.answer_within == 1 + 0 + 2 * 1 + 30
+        client.answer_within = 2  # the same path, without the test waiting 33 s
+        pid = client.process.pid
+        os.kill(pid, signal.SIGSTOP)
+        with pytest.raises(BridgeDiedError, match="did not answer 'ping' within 2 s"):
+            client.call("ping")
+        assert client.process._popen.poll() is not None  # stopped (killed), not left stopped
+        assert m.get("hung").completed_state == {"n": 1}  # on a new bridge
+        m._bridge._client.answer_within, pid = 2, bridge_pid(m)
+        os.kill(pid, signal.SIGSTOP)  # under a manager's call: a get is sent again to a new bridge
+        assert m.get("hung").completed_state == {"n": 1}
+        assert bridge_pid(m) != pid
+    finally:
+        m.close()
 

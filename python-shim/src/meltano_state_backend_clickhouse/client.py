@@ -47,6 +47,18 @@ def _room_to_nest():
         sys.setrecursionlimit(limit)
 
 
+def answer_within(settings: dict) -> float:
+    """How long any call may take before the bridge is taken for hung: waiting for a lock, then one statement retried
+    for the whole budget, and its answer. A bad value is the bridge's to name: here the default stands in."""
+    def seconds(key: str, default: float) -> float:
+        try:
+            return max(float(settings.get(key) if settings.get(key) is not None else default), 0.0)
+        except (TypeError, ValueError):
+            return default
+    return (seconds("lock_wait_seconds", 30) + seconds("retry_budget_seconds", 60)
+            + 2 * seconds("query_timeout_seconds", 30) + 30)
+
+
 class BridgeError(Exception):
     """The bridge answered with an error."""
 
@@ -65,6 +77,7 @@ class JsonRpcClient:
         self.process = process
         self._ids = itertools.count(1)
         self._lock = threading.Lock()
+        self.answer_within: float | None = None  # seconds; None: no deadline (until the settings are known)
 
     def call(self, method: str, params: dict | None = None) -> t.Any:
         with self._lock:
@@ -75,9 +88,15 @@ class JsonRpcClient:
             try:
                 self.process.stdin.write(encode(message) + b"\n")
                 self.process.stdin.flush()
-                line = self.process.stdout.readline()
+                line = self.process.read_line(self.answer_within)
             except (BrokenPipeError, ValueError, OSError):
                 line = b""
+            if line is None:
+                self.process.stop(timeout=1)  # stopped or deadlocked: of no more use, and never left running
+                raise BridgeDiedError(f"The ClickHouse state bridge (pid {self.process.pid}) did not answer "
+                                      f"'{method}' within {self.answer_within:.0f} s (lock_wait_seconds + "
+                                      f"retry_budget_seconds + 2 × query_timeout_seconds + 30 s); it was stopped. "
+                                      f"Nothing was returned for this call.")
             if not line:
                 raise BridgeDiedError(f"The ClickHouse state bridge (pid {self.process.pid}) exited during "
                                       f"'{method}': {self.process.describe_exit()}. Nothing was returned for this call.")
@@ -195,6 +214,7 @@ class SharedBridge:
                 logger.warning("The ClickHouse state bridge (pid %s) had exited (%s); starting a new one.",
                                self._client.process.pid, self._client.process.describe_exit())
             self._client = JsonRpcClient(early.adopt() or BridgeProcess())
+            self._client.answer_within = answer_within(self._settings)
             try:
                 self._client.call("initialize", {"settings": self._settings, **({"run": self._run} if self._run else {})})
             except BaseException:

@@ -4,6 +4,7 @@ from __future__ import annotations
 import hashlib
 import logging
 import os
+import queue
 import pathlib
 import shlex
 import subprocess
@@ -118,6 +119,24 @@ class BridgeProcess:
         self._stderr_tail: list[str] = []
         self._stderr_done = threading.Event()
         threading.Thread(target=self._forward_stderr, name=f"clickhouse-bridge-{self.pid}-stderr", daemon=True).start()
+        self._lines: queue.Queue[bytes] = queue.Queue()
+        threading.Thread(target=self._read_stdout, name=f"clickhouse-bridge-{self.pid}-stdout", daemon=True).start()
+
+    def _read_stdout(self):
+        """Reads the answers off the pipe, so that a caller can wait for one with a deadline (read_line)."""
+        try:
+            for line in iter(self.stdout.readline, b""):
+                self._lines.put(line)
+        except (OSError, ValueError):
+            pass
+        self._lines.put(b"")  # end of output
+
+    def read_line(self, timeout: float | None) -> bytes | None:
+        """The next line the bridge wrote; b"" once it closed its output; None if none came within timeout seconds."""
+        try:
+            return self._lines.get(timeout=timeout)
+        except queue.Empty:
+            return None
 
     def _archive_options(self, java: runtime.Java, jar: pathlib.Path) -> list[str]:
         self._archive_dump: tuple[pathlib.Path, pathlib.Path] | None = None
