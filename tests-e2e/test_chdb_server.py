@@ -15,6 +15,7 @@ import threading
 import urllib.error
 import urllib.parse
 import urllib.request
+import uuid
 from http.client import HTTPConnection
 
 import clickhouse_connect
@@ -81,6 +82,29 @@ def test_errors_carry_the_real_servers_status_code_and_body(server):
     assert body.startswith(b"Code: 60. DB::Exception: ") and b"(UNKNOWN_TABLE)" in body
     status, headers, body = http(server.url, "SELEC 1")
     assert status == 400 and headers["X-ClickHouse-Exception-Code"] == "62"
+
+
+def test_a_body_of_several_statements_is_refused_and_runs_none(server):
+    """As a real server over HTTP: one statement per request (a trailing `;` is fine), so an injection that ends a
+    statement and starts another fails here as it would there."""
+    name = "multi_" + uuid.uuid4().hex[:8]
+    status, headers, body = http(server.url, f"CREATE DATABASE {name}_a; CREATE DATABASE {name}_b")
+    assert status == 400 and headers["X-ClickHouse-Exception-Code"] == "62", body
+    assert b"Multi-statements are not allowed" in body
+    assert http(server.url, f"SELECT count() FROM system.databases WHERE name LIKE '{name}%'")[2] == b"0\n"
+    assert http(server.url, "SELECT 'a;b' ; -- a comment after the end")[2] == b"a;b\n"
+    status, _, body = http(server.url, "SELECT 1 /* c */ ;")
+    assert status == 200 and body == b"1\n"
+
+
+def test_query_and_parameters_as_multipart_form_fields(server):
+    """clickhouse-connect sends parameters over ~4 KB as multipart form data instead of in the URL."""
+    value = "x" * 10_000 + "'é"
+    client = clickhouse_connect.get_client(host="127.0.0.1", port=server.port, username="default", password="")
+    assert client.query("SELECT length({v:String}), rightUTF8({v:String}, 2)", parameters={"v": value}).result_rows == [
+        (len(value.encode()), "'é")]
+    client.form_encode_query_params = True  # small ones too
+    assert client.query("SELECT {n:UInt8} + 1", parameters={"n": 41}).result_rows == [(42,)]
 
 
 def test_settings_per_query_and_unknown_setting(server):

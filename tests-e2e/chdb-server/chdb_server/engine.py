@@ -152,6 +152,11 @@ class Engine:
             if not _SETTING_NAME.match(name):
                 raise ClickHouseError(115, f"Code: 115. DB::Exception: Unknown setting '{name}'. (UNKNOWN_SETTING)")
         statement = Statement.parse(body)
+        second = statement.second_statement_at
+        if second is not None:
+            raise ClickHouseError(62, f"Code: 62. DB::Exception: Syntax error (Multi-statements are not allowed): "
+                                      f"failed at position {second + 1}: {statement.text[second:second + 30]!r}. "
+                                      f"(SYNTAX_ERROR)")
         query_settings = None
         if statement.data is not None:
             # An INSERT's settings go into its own SETTINGS clause, not into the session: each state INSERT has a

@@ -1,5 +1,7 @@
 """ClickHouse's HTTP interface (the parts real drivers use) in front of an Engine."""
 import base64
+import email
+import email.policy
 import gzip
 import hmac
 import json
@@ -83,6 +85,20 @@ def _accepted_encoding(accept: str) -> str | None:
     return None
 
 
+def _form_fields(body: bytes, content_type: str) -> dict[str, str]:
+    """The text fields of a multipart/form-data body: a real server takes `query` and `param_*` from them as from the
+    URL (clickhouse-connect sends parameters over ~4 KB so). Files there are external tables, which this server lacks."""
+    message = email.message_from_bytes(b"Content-Type: " + content_type.encode() + b"\r\n\r\n" + body,
+                                       policy=email.policy.HTTP)
+    fields = {}
+    for part in message.iter_parts():
+        if part.get_filename() is not None:
+            raise ClickHouseError(48, "Code: 48. DB::Exception: External tables are not supported by this test "
+                                      "server. (NOT_IMPLEMENTED)")
+        fields[part.get_param("name", header="content-disposition")] = part.get_payload(decode=True).decode()
+    return fields
+
+
 class Handler(BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"
     server_version = "chdb-server"
@@ -146,6 +162,10 @@ class Handler(BaseHTTPRequestHandler):
         headers = {"X-ClickHouse-Query-Id": query_id, "X-ClickHouse-Timezone": self.server.engine.timezone,
                    "X-ClickHouse-Server-Display-Name": "chdb-server"}
         try:
+            content_type = self.headers.get("Content-Type", "")
+            if content_type.lower().startswith("multipart/form-data"):
+                params.update(_form_fields(body, content_type))
+                body = b""
             self._authenticate(params)
             fault = self.server.faults.take()
             if self.server.faults.latency_ms:

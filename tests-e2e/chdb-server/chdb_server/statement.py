@@ -51,6 +51,20 @@ class Statement:
         # Line breaks between the parts: either part may end in a `--` comment.
         return f"{head.rstrip()}\nFROM INFILE '{path}'\n{clause.rstrip()}\nFORMAT {self.input_format}"
 
+    @property
+    def second_statement_at(self) -> int | None:
+        """Where a second statement starts, if the query holds more than one (a real server refuses that over HTTP,
+        "Multi-statements are not allowed"; one trailing `;` is fine), else None. Only the query, not an INSERT's data."""
+        text = self.text.encode()
+        if b";" not in text:
+            return None
+        ended = False
+        for start, token in _tokens(text):
+            if ended:
+                return start
+            ended = token == b";"
+        return None
+
     @classmethod
     def parse(cls, body: bytes) -> Statement:
         tokens = _tokens(body)
