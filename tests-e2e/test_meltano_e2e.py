@@ -595,6 +595,34 @@ ADOPTED = re.compile(r"Adopted the bridge started early \(pid (\d+)\)")
 
 
 @pytest.mark.java_runtime
+@pytest.mark.bridge_only
+def test_a_hung_bridge_ends_meltano_state_get_with_an_error_that_names_it(meltano):
+    """Every bridge the command starts is stopped (SIGSTOP) as it appears, as a deadlocked JVM would be: the call
+    waiting on it gives up at the deadline its settings give (1 + 1 + 0 + 2 x (1 + 1) + 10 = 16 s), the bridge is
+    killed, and `meltano state get` fails with that error, leaving nothing running."""
+    meltano("state", "set", "--force", "dev:hung", '{"singer_state": {"n": 1}}')
+    env = dict(meltano.env, MELTANO_STATE_BACKEND_LOCK_TIMEOUT_SECONDS="1",
+               MELTANO_STATE_BACKEND_CLICKHOUSE_LOCK_WAIT_SECONDS="1",
+               MELTANO_STATE_BACKEND_CLICKHOUSE_RETRY_BUDGET_SECONDS="0",
+               MELTANO_STATE_BACKEND_CLICKHOUSE_CONNECT_TIMEOUT_SECONDS="1",
+               MELTANO_STATE_BACKEND_CLICKHOUSE_QUERY_TIMEOUT_SECONDS="1")
+    before = set(meltano.bridges.started())
+    get = subprocess.Popen([meltano_project.meltano_executable(), "state", "get", "dev:hung"], cwd=meltano.root,
+                           stdout=subprocess.PIPE, stderr=subprocess.STDOUT, env=meltano_project.clean_env(**env))
+    stopped = set()
+    deadline = time.time() + 240
+    while get.poll() is None and time.time() < deadline:
+        for pid in meltano.bridges.running() - before - stopped:
+            os.kill(pid, signal.SIGSTOP)
+            stopped.add(pid)
+        time.sleep(0.02)
+    output = get.communicate(timeout=10)[0].decode()
+    assert get.returncode == 1 and stopped, output
+    assert re.search(r"did not answer '\w+' within 16 s .*it was stopped", output), output
+    assert "Traceback" not in output, output
+    assert not meltano.bridges.left(before), "a stopped bridge was left behind"
+
+
 def test_the_bridge_starts_while_meltano_starts_and_the_state_command_adopts_it(meltano):
     meltano("state", "set", "--force", "dev:early", '{"singer_state": {"n": 1}}')
     with meltano.bridges.watch() as watch:

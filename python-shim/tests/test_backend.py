@@ -560,12 +560,13 @@ def test_a_state_as_deep_as_meltano_writes_round_trips_and_a_deeper_one_is_refus
 def test_a_hung_bridge_is_given_up_within_the_deadline_its_settings_give(clickhouse, schema):
     """A SIGSTOPped JVM answers nothing: the call fails naming it, and the bridge is stopped, not left behind."""
     m = ClickhouseStateStoreManager(uri=clickhouse.state_uri(), schema=schema, lock_wait_seconds=1,
-                                    retry_budget_seconds=0, query_timeout_seconds=1)
+                                    lock_timeout_seconds=2, retry_budget_seconds=0, connect_timeout_seconds=1,
+                                    query_timeout_seconds=1)
     try:
         m.set(MeltanoState("hung", {}, {"n": 1}))
         client = m._bridge._client
-        assert client.answer_within == 1 + 0 + 2 * 1 + 30
-        client.answer_within = 2  # the same path, without the test waiting 33 s
+        assert client.answer_within == 1 + 2 + 0 + 2 * (1 + 1) + 10
+        client.answer_within = 2  # the same path, without the test waiting 17 s
         pid = client.process.pid
         os.kill(pid, signal.SIGSTOP)
         with pytest.raises(BridgeDiedError, match="did not answer 'ping' within 2 s"):

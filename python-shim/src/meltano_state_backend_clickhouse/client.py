@@ -48,15 +48,17 @@ def _room_to_nest():
 
 
 def answer_within(settings: dict) -> float:
-    """How long any call may take before the bridge is taken for hung: waiting for a lock, then one statement retried
-    for the whole budget, and its answer. A bad value is the bridge's to name: here the default stands in."""
+    """How long any call may take before the bridge is taken for hung. The bridge bounds its calls: a lock's within
+    lock_wait_seconds (a run's lease may then wait lock_timeout_seconds for a displaced run), one call's statements
+    within retry_budget_seconds, each statement within connect_timeout_seconds + query_timeout_seconds; 10 s spare.
+    A bad value is the bridge's to name: here the default stands in."""
     def seconds(key: str, default: float) -> float:
         try:
             return max(float(settings.get(key) if settings.get(key) is not None else default), 0.0)
         except (TypeError, ValueError):
             return default
-    return (seconds("lock_wait_seconds", 30) + seconds("retry_budget_seconds", 60)
-            + 2 * seconds("query_timeout_seconds", 30) + 30)
+    return (seconds("lock_wait_seconds", 30) + seconds("lock_timeout_seconds", 10) + seconds("retry_budget_seconds", 60)
+            + 2 * (seconds("connect_timeout_seconds", 10) + seconds("query_timeout_seconds", 30)) + 10)
 
 
 class BridgeError(Exception):
@@ -95,8 +97,9 @@ class JsonRpcClient:
                 self.process.stop(timeout=1)  # stopped or deadlocked: of no more use, and never left running
                 raise BridgeDiedError(f"The ClickHouse state bridge (pid {self.process.pid}) did not answer "
                                       f"'{method}' within {self.answer_within:.0f} s (lock_wait_seconds + "
-                                      f"retry_budget_seconds + 2 × query_timeout_seconds + 30 s); it was stopped. "
-                                      f"Nothing was returned for this call.")
+                                      f"lock_timeout_seconds + retry_budget_seconds + 2 × (connect_timeout_seconds + "
+                                      f"query_timeout_seconds) + 10 s); it was stopped and nothing was returned for "
+                                      f"this call.")
             if not line:
                 raise BridgeDiedError(f"The ClickHouse state bridge (pid {self.process.pid}) exited during "
                                       f"'{method}': {self.process.describe_exit()}. Nothing was returned for this call.")

@@ -203,6 +203,11 @@ public final class ClickHouse implements AutoCloseable {
         return Retry.until(System.nanoTime() + wait.toNanos(), setting, work);
     }
 
+    /** Runs {@code work} so that all its statements together are tried again within one retry budget from now. */
+    public <T> T withinOneBudget(Supplier<T> work) {
+        return within(settings.retryBudget(), "retry_budget_seconds", work);
+    }
+
     /** Every statement goes through here: tried again per {@link Retry}, its failure translated. */
     private <T> T call(Retry.Attempt<T> attempt) {
         return retry.run(() -> {

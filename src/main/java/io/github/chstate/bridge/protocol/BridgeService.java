@@ -46,6 +46,10 @@ public final class BridgeService implements BridgeApi, AutoCloseable {
     private StateLock lock;
     private volatile boolean shutdownRequested;
 
+    /** What initialize opened on a new connection. */
+    private record Opened(Tables tables, Tables.Found found, StateLock lock) {
+    }
+
     public BridgeService(ObjectMapper json) {
         this.json = json;
     }
@@ -67,13 +71,14 @@ public final class BridgeService implements BridgeApi, AutoCloseable {
         Settings parsed = SettingsParser.parse(raw);
         Run parsedRun = runInfo == null ? null : run(runInfo);
         ClickHouse ch = new ClickHouse(parsed);
-        Tables tables;
-        Tables.Found found;
-        StateLock opened;
+        Opened opened;
         try {
-            tables = new Tables(parsed);
-            found = tables.ensure(ch);
-            opened = Locks.open(ch, tables.locks(), found.locks(), found.deployment().replicated(), parsed);
+            opened = ch.withinOneBudget(() -> {
+                Tables tables = new Tables(parsed);
+                Tables.Found found = tables.ensure(ch);
+                return new Opened(tables, found, Locks.open(ch, tables.locks(), found.locks(),
+                        found.deployment().replicated(), parsed));
+            });
         } catch (RuntimeException e) {
             ch.close();
             throw e;
@@ -84,16 +89,17 @@ public final class BridgeService implements BridgeApi, AutoCloseable {
         rawRun = runInfo;
         run = parsed.exclusiveRuns() ? parsedRun : null;
         clickHouse = ch;
-        lock = opened;
-        store = new StateStore(ch, tables, found.clock(), opened, found.deployment(), json, parsed.writeInterval());
-        history = new StateHistory(ch, tables, found.deployment(), json, opened, store);
+        lock = opened.lock();
+        Tables.Found found = opened.found();
+        store = new StateStore(ch, opened.tables(), found.clock(), lock, found.deployment(), json, parsed.writeInterval());
+        history = new StateHistory(ch, opened.tables(), found.deployment(), json, lock, store);
         log.debug("Connected to ClickHouse {} with {}", found.serverVersion(), parsed);
         Map<String, Object> answer = new LinkedHashMap<>();
         answer.put("bridge_version", BRIDGE_VERSION);
         answer.put("protocol_version", PROTOCOL_VERSION);
         answer.put("clickhouse_version", found.serverVersion());
         answer.put("deployment", found.deployment().name().toLowerCase(Locale.ROOT));
-        answer.put("lock", opened instanceof KeeperLock ? "keeper" : "claims");
+        answer.put("lock", lock instanceof KeeperLock ? "keeper" : "claims");
         return answer;
     }
 

@@ -207,19 +207,22 @@ public final class StateStore {
     }
 
     /**
-     * Writes every pending state, keeping the locks. Throws what could not be written (said now, so not again by
+     * Writes every pending state, keeping the locks, all within one retry budget. Throws what could not be written (said now, so not again by
      * {@link #requireWritten}): a call that reads or writes more than its own locked id never answers as if it had
      * been. What failed stays pending for the next try, unless its lock is lost.
      */
     synchronized void writeAllPending() {
         Map<String, BridgeException> failures = new TreeMap<>();
-        known.forEach((stateId, last) -> {
-            try {
-                writeIfPending(stateId, last);
-            } catch (BridgeException e) {
-                forgetIfLost(stateId, last, e);
-                failures.put(stateId, e);
-            }
+        ch.withinOneBudget(() -> {
+            known.forEach((stateId, last) -> {
+                try {
+                    writeIfPending(stateId, last);
+                } catch (BridgeException e) {
+                    forgetIfLost(stateId, last, e);
+                    failures.put(stateId, e);
+                }
+            });
+            return null;
         });
         if (!failures.isEmpty()) {
             failedWrites.keySet().removeAll(failures.keySet());
