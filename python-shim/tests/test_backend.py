@@ -409,7 +409,7 @@ def test_zookeeper_down_during_updates_gives_clear_errors_and_keeps_the_state(tm
             assert "Keeper" in message or "locked" in message, message
             assert "Traceback" not in message
         # Every update that answered OK is stored; one whose release failed after its set is stored too.
-        assert done <= m.get("zk:run").completed_state["n"] <= done + 1
+        assert done <= m.get("zk:run").completed_state["n"] <= done + 1, (done, errors)
     finally:
         m.close()
         server.stop()
@@ -459,10 +459,9 @@ def test_a_failure_that_does_not_pass_is_not_retried(local_clickhouse, schema):
     with ClickhouseStateStoreManager(uri=uri, schema=schema, retry_budget_seconds=60) as m:
         m.set(MeltanoState("n", {}, {"n": 1}))
         local_clickhouse.faults(fail_next=1, fail_code=159 + 1)  # 160: TOO_SLOW, a query's own problem
-        started = time.monotonic()
         with pytest.raises(ClickHouseStateBackendError, match="Code: 160") as error:
             m.get("n")
-        assert time.monotonic() - started < 5 and "Tried" not in str(error.value)
+        assert "Tried" not in str(error.value)  # one try: a retried one says how many
         assert m.get("n").completed_state == {"n": 1}
 
 

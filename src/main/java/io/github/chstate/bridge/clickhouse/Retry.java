@@ -123,10 +123,11 @@ final class Retry {
                 Duration left = Duration.ofNanos(end.at() - System.nanoTime());
                 if (reason == null || !reached && isConnectFailure(e) || left.compareTo(pause) < 0) {
                     BridgeException failure = translate.apply(e);
-                    if (tries == 1) {
-                        throw failure;
+                    if (reason == null || !reached && isConnectFailure(e)) {
+                        throw failure; // not worth another try: no word on tries
                     }
-                    throw new BridgeException(failure.code(), failure.getMessage() + " Tried " + tries + " times in "
+                    throw new BridgeException(failure.code(), failure.getMessage() + " Tried "
+                            + (tries == 1 ? "once" : tries + " times") + " in "
                             + (System.nanoTime() - start) / 1_000_000_000 + " s (" + end.setting() + ").", e);
                 }
                 log.warn("A statement to ClickHouse at {} failed ({}); trying again in {} ms, for up to {} s more.",

@@ -51,7 +51,11 @@ public abstract class KeepingLock implements StateLock {
         volatile long confirmedAt;
         /** Why the grant is no longer this bridge's, once a statement showed that; then nothing is written under it. */
         volatile String lost;
-        /** A lease: taken by its kept-back write, and briefly by the caller's acquire, so that the two never overlap. */
+        /**
+         * A lease: taken by its kept-back write, and briefly by the caller's acquire, so that the two never overlap. A
+         * kept plain lock: taken by the timer's free of it, and by an acquire before it takes the grant back, so that
+         * an acquire never takes the lock afresh while this bridge still frees (or writes under) the old grant.
+         */
         final ReentrantLock writing = new ReentrantLock();
         /** A lease: how many of the caller's acquires are not released yet, and how many releases there were. */
         int inUse;
@@ -160,7 +164,7 @@ public abstract class KeepingLock implements StateLock {
     private String acquireFresh(String stateId, Duration retry, Duration wait) {
         long start = System.nanoTime();
         boolean yielded = false;
-        Grant keptGrant = kept.remove(stateId);
+        Grant keptGrant = takeKept(stateId, wait);
         if (keptGrant != null) {
             // Taken again only well before it could be taken for stale; an older one is freed and taken afresh.
             if (start - keptGrant.confirmedAt < staleAfter.toNanos() / 2) {
@@ -184,6 +188,32 @@ public abstract class KeepingLock implements StateLock {
             freeGranted(keptGrant);
         }
         return grant(take(stateId, () -> UUID.randomUUID().toString(), null, retry, wait, start, yielded, holder -> { }));
+    }
+
+    /**
+     * Takes the id's kept grant out of {@link #kept}, after a free of it by the timer that is under way (its kept-back
+     * write may take a while when ClickHouse or Keeper do not answer); null when there is none, or that free freed it.
+     */
+    private Grant takeKept(String stateId, Duration wait) {
+        Grant grant = kept.get(stateId);
+        if (grant == null) {
+            return null;
+        }
+        try {
+            if (!grant.writing.tryLock(wait.toNanos(), TimeUnit.NANOSECONDS)) {
+                throw new BridgeException(ErrorCode.LOCK_NOT_ACQUIRED, "State id '" + stateId + "': this bridge was "
+                        + "still writing the state it kept back under its earlier lock of it after " + wait.toMillis()
+                        / 1000.0 + " s (lock_wait_seconds): ClickHouse or Keeper do not answer. Try again.");
+            }
+        } catch (InterruptedException e) {
+            Thread.currentThread().interrupt();
+            throw new BridgeException(ErrorCode.LOCK_NOT_ACQUIRED, "Interrupted while waiting for a lock.");
+        }
+        try {
+            return kept.remove(stateId, grant) ? grant : null;
+        } finally {
+            grant.writing.unlock();
+        }
     }
 
     private String grant(Grant grant) {
@@ -212,7 +242,7 @@ public abstract class KeepingLock implements StateLock {
     }
 
     private void takeLease(String stateId, Run run, Duration retry, Duration wait) {
-        Grant keptGrant = kept.remove(stateId);
+        Grant keptGrant = takeKept(stateId, wait);
         if (keptGrant != null) {
             freeGranted(keptGrant);
         }
@@ -359,17 +389,21 @@ public abstract class KeepingLock implements StateLock {
      * the kept-back state could never be written; not freed and forgotten, this bridge would wait for its own lock.
      */
     private void freeGranted(Grant grant) {
+        boolean written = false;
         try {
             if (grant.lost == null) {
                 beforeFree.run(grant.stateId, grant.token);
+                written = true;
                 free(grant.stateId, grant.row);
             }
             live.remove(grant.token, grant);
         } catch (BridgeException e) {
-            if (grant.lost != null || grant.run != null || timer.isShutdown()) {
-                live.remove(grant.token, grant); // a lease is let go at close; an unfreed lock goes stale
-            } else {
+            // Kept while it may still be ours: for what it kept back, or only to free it while it is not stale yet.
+            boolean mayBeOurs = !written || System.nanoTime() - grant.confirmedAt < staleAfter.toNanos();
+            if (grant.lost == null && grant.run == null && !timer.isShutdown() && mayBeOurs) {
                 keep(grant, staleAfter.dividedBy(3));
+            } else {
+                live.remove(grant.token, grant); // a lease is let go at close; an unfreed lock goes stale
             }
             throw e;
         }
@@ -461,9 +495,18 @@ public abstract class KeepingLock implements StateLock {
         }
     }
 
+    /** Frees the grant if it is still kept; one that could not be freed but may still be ours stays kept. */
     private void releaseKept(Grant grant) {
-        if (kept.remove(grant.stateId, grant)) {
-            freeQuietly(grant);
+        grant.writing.lock();
+        try {
+            if (kept.get(grant.stateId) == grant) {
+                freeQuietly(grant);
+                if (!live.containsKey(grant.token)) {
+                    kept.remove(grant.stateId, grant);
+                }
+            }
+        } finally {
+            grant.writing.unlock();
         }
     }
 

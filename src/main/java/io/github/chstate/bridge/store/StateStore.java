@@ -177,15 +177,29 @@ public final class StateStore {
                     + lock.heldCondition(token);
         };
         for (int tries = 1; insert(List.of(state), version, target) == 0; tries++) {
-            // Refused by the server: the lock was not ours as the row arrived. Throws if it is not ours now; if it
-            // is, the claims lock took it again under a new claim, or this was a re-sent try that had landed.
+            // Refused by the server: the lock was not ours as the row arrived, or this was a re-sent try that had
+            // landed (deduplicated). Throws if the lock is not ours now; if it is, the claims lock may have taken it
+            // again under a new claim, and the next try carries that one.
             lock.confirmOwn(token);
+            if (landed(state.stateId(), version)) {
+                break;
+            }
             if (tries == 2) {
-                break; // the same row refused twice while the lock is ours: a duplicate of a try that landed
+                throw new BridgeException(ErrorCode.CLICKHOUSE, "ClickHouse refused the state of '" + state.stateId()
+                        + "' twice although the lock reads as this bridge's: the lock table and the insert's check of "
+                        + "it disagree (Keeper recovering?). Nothing was written; the stored state is the one before.");
             }
         }
         known.put(state.stateId(), new Known(token, version, state, false, startedAt));
         failedWrites.remove(state.stateId()); // written after all: nothing to say
+    }
+
+    /** Whether the row of this exact version is stored: a try that the server took, answered as refused. */
+    private boolean landed(String stateId, long versionMillis) {
+        Long count = ch.queryOne("SELECT count() FROM " + tables.state + " WHERE state_id = " + Sql.literal(stateId)
+                + " AND updated_at = fromUnixTimestamp64Milli(" + versionMillis + ")" + deployment.readClause(),
+                rs -> rs.getLong(1));
+        return count != null && count > 0;
     }
 
     /**

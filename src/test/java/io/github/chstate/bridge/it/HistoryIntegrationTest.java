@@ -84,7 +84,7 @@ class HistoryIntegrationTest {
             String held = writer.acquireLock("r", 0.05); // a concurrent writer in the middle of its update
             CompletableFuture<StateHistory.Restored> restore = CompletableFuture.supplyAsync(
                     () -> bridge.restore("r", Long.toString(good)));
-            Thread.sleep(1500);
+            LockWaiters.awaitWaiter(settings, "claims", "r");
             assertFalse(restore.isDone(), "restore did not wait for the lock");
             writer.set("r", StatePart.EMPTY, bookmarks("rows", 3, "writer"));
             writer.releaseLock(held);
@@ -100,7 +100,6 @@ class HistoryIntegrationTest {
     void restoreByTimeTakesTheNewestVersionAtOrBeforeItAndSaysWhenThereIsNone() throws Exception {
         bridge.set("t", StatePart.EMPTY, bookmarks("rows", 1, "a"));
         StateVersion first = bridge.history("t", 1).get(0);
-        Thread.sleep(20);
         bridge.set("t", StatePart.EMPTY, bookmarks("rows", 2, "b"));
         bridge.restore("t", first.time()); // the ISO time shown in the history
         assertEquals(bookmarks("rows", 1, "a"), bridge.get("t").completed());

@@ -38,7 +38,6 @@ import java.util.concurrent.TimeUnit;
 import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertNotEquals;
 import static org.junit.jupiter.api.Assertions.assertThrows;
-import static org.junit.jupiter.api.Assertions.assertTimeoutPreemptively;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
 /**
@@ -146,8 +145,8 @@ class LockIntegrationTest {
         gone.set("gone:holder", null, StatePart.of("{\"n\":1}"));
         gone.set("gone:holder", null, StatePart.of("{\"n\":2}")); // pending
         gone.close();
-        try (BridgeService next = connected(settings)) {
-            String token = assertTimeoutPreemptively(Duration.ofSeconds(5), () -> next.acquireLock("gone:holder", 0.05));
+        try (BridgeService next = connected(withWait(settings, 0.5))) { // a lock not freed would be held 60 s
+            String token = next.acquireLock("gone:holder", 0.05);
             assertEquals("{\"n\":2}", next.get("gone:holder").completed().text());
             next.releaseLock(token);
         }
@@ -179,14 +178,14 @@ class LockIntegrationTest {
     @ValueSource(strings = {"claims", "keeper"})
     void aReleasedLockIsTakenBackWhenNobodyWaitsAndReallyReleasedSoonAfter(String lock) throws Exception {
         Map<String, Object> settings = settings(lock); // one schema for both
-        try (BridgeService bridge = connected(settings); BridgeService other = connected(settings)) {
+        settings.put("lock_timeout_seconds", 60);
+        try (BridgeService bridge = connected(settings); BridgeService other = connected(withWait(settings, 10))) {
             String token = bridge.acquireLock("kept", 0.05);
             bridge.releaseLock(token);
             assertEquals(token, bridge.acquireLock("kept", 0.05), "a new claim although nobody waited");
             bridge.releaseLock(token);
-            Thread.sleep(KeepingLock.KEPT_AFTER_RELEASE.toMillis() + 1000);
-            // retry_seconds of an hour: unless the release is in the table by now, this fails at once
-            String others = assertTimeoutPreemptively(Duration.ofSeconds(20), () -> other.acquireLock("kept", 3600.0));
+            // Freed KEPT_AFTER_RELEASE later by the bridge's timer: a lock kept for good would be held for 60 s.
+            String others = other.acquireLock("kept", 0.05);
             assertNotEquals(token, others);
             other.releaseLock(others);
         }
@@ -198,15 +197,16 @@ class LockIntegrationTest {
         Map<String, Object> settings = settings(lock); // one schema for both
         try (BridgeService holder = connected(settings); BridgeService waiter = connected(settings)) {
             String first = holder.acquireLock("queue", 0.05);
+            long firstAt = System.nanoTime();
             CompletableFuture<Long> waiterDone = CompletableFuture.supplyAsync(() -> {
                 String token = waiter.acquireLock("queue", 0.05);
-                sleepMillis(300);
                 long releasedAt = System.nanoTime();
                 waiter.releaseLock(token);
                 return releasedAt;
             });
-            // By then the waiter's claim is in the table, and the holder asks the table again before taking its own back.
-            sleepMillis(KeepingLock.CHECK_QUEUE_AFTER.toMillis() + 500);
+            LockWaiters.awaitWaiter(settings, lock, "queue");
+            // Past CHECK_QUEUE_AFTER the holder asks the table again before it takes its own lock back.
+            LockWaiters.until(firstAt + KeepingLock.CHECK_QUEUE_AFTER.toNanos());
             holder.releaseLock(first);
             String second = holder.acquireLock("queue", 0.05);
             long holderAgainAt = System.nanoTime();
@@ -220,11 +220,12 @@ class LockIntegrationTest {
     @ValueSource(strings = {"claims", "keeper"})
     void closingWritesTheReleasesItKept(String lock) {
         Map<String, Object> settings = settings(lock);
-        try (BridgeService other = connected(settings)) {
+        settings.put("lock_timeout_seconds", 60);
+        try (BridgeService other = connected(withWait(settings, 0.5))) { // a lock not freed would be held 60 s
             BridgeService bridge = connected(settings);
             bridge.releaseLock(bridge.acquireLock("closed", 0.05));
             bridge.close();
-            String token = assertTimeoutPreemptively(Duration.ofSeconds(20), () -> other.acquireLock("closed", 3600.0));
+            String token = other.acquireLock("closed", 0.05);
             other.releaseLock(token);
         }
     }
@@ -323,12 +324,12 @@ class LockIntegrationTest {
     void aKeptLockTooOldToTakeBackIsTakenAfreshWithoutWaiting(String lock) throws Exception {
         Map<String, Object> settings = settings(lock);
         settings.put("lock_timeout_seconds", 1); // a kept lock is taken back only within 0.5 s of being taken
+        settings.put("lock_wait_seconds", 0.5); // with retry_seconds of an hour: any wait for a retry fails at once
         try (BridgeService bridge = connected(settings)) {
             String first = bridge.acquireLock("aged", 0.05);
-            sleepMillis(600);
+            LockWaiters.until(System.nanoTime() + Duration.ofMillis(600).toNanos());
             bridge.releaseLock(first); // kept for 250 ms, but already too old to take back
-            // retry_seconds of an hour: any wait for a retry would hang this test
-            String second = assertTimeoutPreemptively(Duration.ofSeconds(20), () -> bridge.acquireLock("aged", 3600.0));
+            String second = bridge.acquireLock("aged", 3600.0);
             assertNotEquals(first, second);
             bridge.releaseLock(second);
         }
@@ -340,12 +341,11 @@ class LockIntegrationTest {
         return bridge;
     }
 
-    private static void sleepMillis(long ms) {
-        try {
-            Thread.sleep(ms);
-        } catch (InterruptedException e) {
-            throw new IllegalStateException(e);
-        }
+    /** The same settings, with another lock_wait_seconds: how long its acquire waits before it fails. */
+    private static Map<String, Object> withWait(Map<String, Object> settings, double seconds) {
+        Map<String, Object> copy = new java.util.HashMap<>(settings);
+        copy.put("lock_wait_seconds", seconds);
+        return copy;
     }
 
     @ParameterizedTest
@@ -354,7 +354,7 @@ class LockIntegrationTest {
         Map<String, Object> settings = settings(lock);
         try (BridgeService bridge = new BridgeService(json)) {
             bridge.initialize(settings);
-            // retry_seconds of an hour: any wait at all would hang this test
+            // retry_seconds of an hour, more than lock_wait_seconds: any wait at all fails the acquire
             for (int i = 0; i < 20; i++) {
                 bridge.releaseLock(bridge.acquireLock("free", 3600.0));
             }

@@ -92,16 +92,20 @@ class WriteIntervalIntegrationTest {
             holder.initialize(settings);
             waiter.initialize(settings);
             update(holder, "counter", 0);
+            java.util.concurrent.atomic.AtomicInteger held = new java.util.concurrent.atomic.AtomicInteger();
             CompletableFuture<Void> holding = CompletableFuture.runAsync(() -> {
                 try {
                     for (int i = 0; i < 200; i++) {
                         increment(holder, "counter");
+                        held.incrementAndGet();
                     }
                 } catch (Exception e) {
                     throw new IllegalStateException(e);
                 }
             });
-            Thread.sleep(300); // the holder is well into its run, its latest states pending
+            while (held.get() < 20 && !holding.isDone()) { // the holder well into its run, its latest states pending
+                Thread.sleep(5);
+            }
             for (int i = 0; i < 5; i++) {
                 increment(waiter, "counter");
             }

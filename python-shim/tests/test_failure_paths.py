@@ -1,0 +1,91 @@
+"""Each failure path of the bridge provoked once, with a fault injected by the local server or ZooKeeper stopped: the
+call ends within its bound, says what went wrong, and leaves no grant, pending state or session behind."""
+from __future__ import annotations
+
+import time
+
+import pytest
+from meltano.core.state_store.base import MeltanoState
+
+from chdb_server.testing import Endpoint, LocalClickHouse, LocalZooKeeper
+from meltano_state_backend_clickhouse.backend import ClickHouseStateBackendError, ClickhouseStateStoreManager
+
+UNKNOWN_TABLE = 60  # a failure that does not pass: never tried again
+NETWORK_ERROR = 210  # one that does
+
+
+def _manager(local_clickhouse, schema, **settings) -> ClickhouseStateStoreManager:
+    local_clickhouse.start()
+    return ClickhouseStateStoreManager(uri=Endpoint(local_clickhouse.url_with_credentials).state_uri(), schema=schema,
+                                       **settings)
+
+
+@pytest.mark.bridge_only
+def test_a_kept_lock_whose_check_fails_is_not_lost_to_its_own_bridge(local_clickhouse, schema):
+    """A released lock is kept for a moment; taken again more than a second later, the bridge asks whether anyone
+    waits. When that query fails, the lock must stay this bridge's to free or take: lost, it stays in the table under
+    this bridge's token for lock_timeout_seconds (60 here), and the next acquire waits for it until lock_wait_seconds."""
+    with _manager(local_clickhouse, schema, lock_timeout_seconds=60, lock_wait_seconds=1) as m:
+        token = m._call("acquire_lock", {"state_id": "kept"})
+        checked = time.monotonic()
+        while time.monotonic() < checked + 1.1:  # past CHECK_QUEUE_AFTER: the next acquire asks the table
+            time.sleep(0.05)
+        m._call("release_lock", {"token": token})
+        local_clickhouse.faults(fail_next=1, fail_code=UNKNOWN_TABLE)
+        with pytest.raises(ClickHouseStateBackendError, match="Code: 60"):
+            m._call("acquire_lock", {"state_id": "kept"})
+        with m.acquire_lock("kept", retry_seconds=0.1):  # not "locked by another process"
+            m.set(MeltanoState("kept", {}, {"n": 1}))
+        assert m.get("kept").completed_state == {"n": 1}
+
+
+@pytest.mark.bridge_only
+def test_reads_of_many_ids_say_a_pending_write_that_failed_and_it_lands_later(local_clickhouse, schema):
+    """Under the lock with a write interval, the second set is kept back. If writing it fails when get_all needs it
+    written, get_all fails saying so instead of answering with the older state; the state stays pending and lands on
+    the next try."""
+    with _manager(local_clickhouse, schema, write_interval_seconds=60, retry_budget_seconds=1) as m:
+        with m.acquire_lock("pending", retry_seconds=0.1):
+            m.set(MeltanoState("pending", {}, {"n": 1}))  # written at once
+            m.set(MeltanoState("pending", {}, {"n": 2}))  # kept back for the interval
+            local_clickhouse.faults(fail_next=10_000, fail_code=NETWORK_ERROR)
+            for read in (lambda: list(m.get_all("pend*")), lambda: list(m.get_state_ids()), m.clear_all):
+                with pytest.raises(ClickHouseStateBackendError, match="newest state of 'pending' could not be written"):
+                    read()
+            local_clickhouse.faults(fail_next=0)
+            assert [s.completed_state for s in m.get_all("pend*")] == [{"n": 2}]
+
+
+@pytest.mark.bridge_only
+def test_a_failed_initialize_keeps_the_working_session(local_clickhouse, schema):
+    with _manager(local_clickhouse, schema) as m:
+        m.set(MeltanoState("session", {}, {"n": 1}))
+        bad = dict(m.settings, password="wrong")
+        with pytest.raises(ClickHouseStateBackendError, match="rejected user"):
+            m._call("initialize", {"settings": bad})
+        assert m.get("session").completed_state == {"n": 1}
+        m.set(MeltanoState("session", {}, {"n": 2}))
+        assert m.get("session").completed_state == {"n": 2}
+
+
+@pytest.mark.bridge_only
+def test_a_lock_call_during_a_keeper_outage_ends_at_lock_wait_seconds(tmp_path, schema):
+    """Without ZooKeeper a KeeperMap statement hangs in the server (~26 s of its own Keeper retries): each try ends by
+    query_timeout_seconds, and no try starts after lock_wait_seconds, whatever retry_budget_seconds allows."""
+    zookeeper = LocalZooKeeper(str(tmp_path / "zookeeper"))
+    zookeeper.start()
+    server = LocalClickHouse(str(tmp_path / "clickhouse"), config=zookeeper.config)
+    server.start()
+    m = ClickhouseStateStoreManager(uri=Endpoint(server.url_with_credentials).state_uri(), schema=schema, lock="keeper",
+                                    lock_wait_seconds=3, query_timeout_seconds=2, retry_budget_seconds=300)
+    try:
+        with m.acquire_lock("zk:before", retry_seconds=0.1):
+            pass
+        zookeeper.stop()
+        with pytest.raises(ClickHouseStateBackendError, match=r"Tried (once|\d+ times) in \d+ s \(lock_wait_seconds\)"):
+            with m.acquire_lock("zk:outage", retry_seconds=0.1):
+                pytest.fail("a lock was granted without ZooKeeper")
+    finally:
+        m.close()
+        server.stop()
+        zookeeper.stop()
