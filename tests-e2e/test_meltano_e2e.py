@@ -738,7 +738,7 @@ def test_state_get_right_after_a_run_shows_its_last_bookmark_every_time(meltano)
     stored, never before."""
     _with_tap_config(meltano.root, state_every=1)
     rows = 200  # a STATE message each, the last ones still waiting in the bridge (write interval) as the run ends
-    for run in range(1, 21):
+    for run in range(1, 9):
         meltano_project.write_rows(meltano.root, rows * (run - 1) + 1, rows * run)
         meltano("run", "tap-csvlite", "target-jsonlite")
         assert meltano.state()["singer_state"]["bookmarks"]["rows"]["replication_key_value"] == rows * run, run
