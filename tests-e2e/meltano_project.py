@@ -28,6 +28,9 @@ plugins:
       kind: integer
     - name: record_delay_ms
       kind: integer
+    - name: pause_after
+      kind: integer
+    - name: pause_while
     config:
       path: {root}/rows.csv
   loaders:

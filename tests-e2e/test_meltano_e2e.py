@@ -215,7 +215,7 @@ def test_settings_from_meltano_yml_and_env_override_the_uri(meltano, clickhouse)
     assert meltano.state("dev:yml") == {"singer_state": {"from": "yml"}}
 
 
-def _with_tap_config(root: pathlib.Path, **config: int):
+def _with_tap_config(root: pathlib.Path, **config: int | str):
     """Adds settings to the tap's config in the project's meltano.yml."""
     yml = root / "meltano.yml"
     extra = "".join(f"\n      {key}: {value}" for key, value in config.items())
@@ -321,16 +321,20 @@ def test_a_second_run_of_a_pipeline_is_refused_while_the_first_runs(lock, instal
     meltano = Meltano(copy_project(installed_project, tmp_path / "reader"), servers[0], "e2e_" + uuid.uuid4().hex[:10],
                       recorder)
     meltano.env["MELTANO_STATE_BACKEND_CLICKHOUSE_LOCK"] = lock
-    first = Runner(meltano, installed_project, tmp_path / "first", (1, 150), record_delay_ms=40)
+    hold = tmp_path / "hold"  # the first run's tap waits after 10 records while this file exists
+    hold.touch()
+    first = Runner(meltano, installed_project, tmp_path / "first", (1, 150), pause_after=10, pause_while=str(hold))
     second = Runner(meltano, installed_project, tmp_path / "second", (1, 150), clickhouse=servers[1])
     running = first.start()
-    _wait_for_bookmark(meltano, running, 5)
-    refused = subprocess.run([meltano_project.meltano_executable(), "run", "tap-csvlite", "target-jsonlite"],
-                             cwd=second.root, env=second.env, text=True, capture_output=True, timeout=120)
+    try:
+        _wait_for_bookmark(meltano, running, 5)
+        refused = subprocess.run([meltano_project.meltano_executable(), "run", "tap-csvlite", "target-jsonlite"],
+                                 cwd=second.root, env=second.env, text=True, capture_output=True, timeout=120)
+    finally:
+        hold.unlink()
     output = refused.stdout + refused.stderr
     assert refused.returncode != 0, output
     assert REFUSED in output and f"pid {running.pid}" in output and "--force" in output, output
-    assert running.poll() is None, "the first run ended before the second was refused: make it last longer"
     assert "Traceback" not in output, output
     assert second.records() == [], "the refused run's target received records"
     first_output, _ = running.communicate(timeout=240)
