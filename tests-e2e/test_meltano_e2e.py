@@ -482,6 +482,30 @@ def test_every_bad_setting_value_is_named_without_a_traceback(meltano, where):
     assert meltano.state() == {"singer_state": {"kept": 1}}
 
 
+# What a command may send on a schema that exists (this test's server has no KeeperMap, so lock: auto takes claims):
+# `state get` the deployment query and the read; `state set` the deployment query, the KeeperMap probe of lock: auto,
+# the claims lock's claim and read (and release, after), the newest version of the id and the insert.
+# docs/how-it-works.md, "Statements", says why each is there.
+STATEMENTS = {"get": 2, "set": 7}
+
+
+@pytest.mark.bridge_only
+def test_state_get_and_set_send_no_statement_they_do_not_need(installed_project, tmp_path, local_clickhouse, recorder):
+    """Counted by a server of this test's own: a statement more than STATEMENTS fails it, naming what was sent."""
+    local_clickhouse.start()
+    meltano = Meltano(copy_project(installed_project, tmp_path / "count"),
+                      Endpoint(local_clickhouse.url_with_credentials), "e2e_" + uuid.uuid4().hex[:10], recorder)
+    meltano("state", "set", "--force", "dev:count", '{"singer_state": {"n": 1}}')  # the schema and tables now exist
+    for command, args in (("get", ("state", "get", "dev:count")),
+                          ("set", ("state", "set", "--force", "dev:count", '{"singer_state": {"n": 2}}'))):
+        before = local_clickhouse.stats()["statements"]
+        meltano(*args)
+        stats = local_clickhouse.stats()
+        sent = stats["statements"] - before
+        assert sent <= STATEMENTS[command], f"`state {command}` sent {sent}:\n" + "\n".join(stats["last_statements"][-sent:])
+    assert meltano.state("dev:count") == {"singer_state": {"n": 2}}
+
+
 @pytest.mark.bridge_only
 def test_a_run_survives_a_clickhouse_restart_in_its_middle(installed_project, tmp_path, local_clickhouse, recorder):
     """300 STATE messages over ~20 s; the server is stopped for 5 s after about a quarter of them."""

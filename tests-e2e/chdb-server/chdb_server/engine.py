@@ -1,5 +1,6 @@
 """The ClickHouse engine (chDB) behind the HTTP server: a pool of sessions on one data path, one per statement in
 flight, so that statements run at the same time as on a real server."""
+import collections
 import dataclasses
 import os
 import re
@@ -115,6 +116,8 @@ class Engine:
         os.makedirs(self._spool, exist_ok=True)
         self.most_in_flight = 0
         self.sessions_opened = 0
+        self.statements = 0  # every statement run, counted: what a client's command costs in round trips
+        self.last_statements: collections.deque[str] = collections.deque(maxlen=50)  # their first words
         self._in_flight = 0
         probe = self._take("default", {})
         self.version = probe.run("SELECT version()", "TabSeparated").bytes().decode().strip()
@@ -169,6 +172,8 @@ class Engine:
         with self._lock:
             self._in_flight += 1
             self.most_in_flight = max(self.most_in_flight, self._in_flight)
+            self.statements += 1
+            self.last_statements.append(" ".join(statement.text[:120].split()))
         try:
             if statement.data is not None:
                 fd, spool = tempfile.mkstemp(dir=self._spool)

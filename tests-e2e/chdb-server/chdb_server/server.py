@@ -154,7 +154,8 @@ class Handler(BaseHTTPRequestHandler):
             return self._send(200, b"Ok.\n", {})
         if url.path == "/__stats__":
             engine = self.server.engine
-            stats = {"most_in_flight": engine.most_in_flight, "sessions_opened": engine.sessions_opened}
+            stats = {"most_in_flight": engine.most_in_flight, "sessions_opened": engine.sessions_opened,
+                     "statements": engine.statements, "last_statements": list(engine.last_statements)}
             return self._send(200, json.dumps(stats).encode(), {"Content-Type": "application/json"})
         if url.path in ("/ping",) or (url.path == "/" and "query" not in params and not body):
             return self._send(200, b"Ok.\n", {"Content-Type": "text/html; charset=UTF-8"})

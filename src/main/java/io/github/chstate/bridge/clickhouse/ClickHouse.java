@@ -74,28 +74,28 @@ public final class ClickHouse implements AutoCloseable {
     public ClickHouse(Settings settings) {
         this.settings = settings;
         this.retry = new Retry(settings.retryBudget(), endpoint());
+        Properties driver = new Properties();
+        driver.setProperty("user", settings.user());
+        driver.setProperty("password", settings.password());
+        driver.setProperty("connection_timeout", String.valueOf(settings.connectTimeout().toMillis()));
+        driver.setProperty("socket_timeout", String.valueOf(settings.queryTimeout().toMillis()));
+        // Retry is ours alone, one policy for every statement: the driver would re-send some failures itself.
+        driver.setProperty("retry", "0");
+        // Reads must see every completed write: never let the server buffer our inserts.
+        driver.setProperty("clickhouse_setting_async_insert", "0");
+        // A version read lists every id of a set_all (meltano state copy/move of many ids); the default limit is 256 KiB.
+        driver.setProperty("clickhouse_setting_max_query_size", String.valueOf(64L << 20));
+        driver.setProperty(PURE_JAVA_LZ4, "true");
+        if (settings.caCert() != null) {
+            driver.setProperty("sslrootcert", settings.caCert());
+        }
         HikariConfig config = new HikariConfig();
         config.setPoolName("clickhouse-state");
-        config.setDriverClassName("com.clickhouse.jdbc.Driver");
-        config.setJdbcUrl(settings.jdbcUrl());
-        config.setUsername(settings.user());
-        config.setPassword(settings.password());
+        config.setDataSource(new HttpConnections(settings.jdbcUrl(), driver));
         config.setMaximumPoolSize(4);
         config.setMinimumIdle(1);
         config.setConnectionTimeout(settings.connectTimeout().toMillis());
         config.setInitializationFailTimeout(settings.connectTimeout().toMillis());
-        config.addDataSourceProperty("connection_timeout", String.valueOf(settings.connectTimeout().toMillis()));
-        config.addDataSourceProperty("socket_timeout", String.valueOf(settings.queryTimeout().toMillis()));
-        // Retry is ours alone, one policy for every statement: the driver would re-send some failures itself.
-        config.addDataSourceProperty("retry", "0");
-        // Reads must see every completed write: never let the server buffer our inserts.
-        config.addDataSourceProperty("clickhouse_setting_async_insert", "0");
-        // A version read lists every id of a set_all (meltano state copy/move of many ids); the default limit is 256 KiB.
-        config.addDataSourceProperty("clickhouse_setting_max_query_size", String.valueOf(64L << 20));
-        config.addDataSourceProperty(PURE_JAVA_LZ4, "true");
-        if (settings.caCert() != null) {
-            config.addDataSourceProperty("sslrootcert", settings.caCert());
-        }
         try {
             pool = new HikariDataSource(config);
         } catch (HikariPool.PoolInitializationException e) {

@@ -6,8 +6,8 @@ import io.github.chstate.bridge.config.Settings;
 import io.github.chstate.bridge.config.SettingsParser;
 import io.github.chstate.bridge.error.BridgeException;
 import io.github.chstate.bridge.error.ErrorCode;
-import io.github.chstate.bridge.lock.KeeperLock;
 import io.github.chstate.bridge.lock.Locks;
+import io.github.chstate.bridge.lock.OpenedWhenNeeded;
 import io.github.chstate.bridge.lock.Run;
 import io.github.chstate.bridge.lock.StateLock;
 import io.github.chstate.bridge.store.Checkup;
@@ -46,9 +46,6 @@ public final class BridgeService implements BridgeApi, AutoCloseable {
     private StateLock lock;
     private volatile boolean shutdownRequested;
 
-    /** What initialize opened on a new connection. */
-    private record Opened(Tables tables, Tables.Found found, StateLock lock) {
-    }
 
     public BridgeService(ObjectMapper json) {
         this.json = json;
@@ -60,8 +57,9 @@ public final class BridgeService implements BridgeApi, AutoCloseable {
     }
 
     /**
-     * Connects with the settings and makes sure the tables are there. A bridge already connected keeps its session
-     * until the new one is up: a failed re-initialize (or migrate) leaves it as it was.
+     * Connects with the settings and makes sure the tables are there (one query where they are); the lock is opened by
+     * the first call that needs it. A bridge already connected keeps its session until the new one is up: a failed
+     * re-initialize (or migrate) leaves it as it was.
      */
     @Override
     public synchronized Map<String, Object> initialize(Map<String, Object> raw, Map<String, Object> runInfo) {
@@ -71,14 +69,10 @@ public final class BridgeService implements BridgeApi, AutoCloseable {
         Settings parsed = SettingsParser.parse(raw);
         Run parsedRun = runInfo == null ? null : run(runInfo);
         ClickHouse ch = new ClickHouse(parsed);
-        Opened opened;
+        Tables tables = new Tables(parsed);
+        Tables.Found found;
         try {
-            opened = ch.withinOneBudget(() -> {
-                Tables tables = new Tables(parsed);
-                Tables.Found found = tables.ensure(ch);
-                return new Opened(tables, found, Locks.open(ch, tables.locks(), found.locks(),
-                        found.deployment().replicated(), parsed));
-            });
+            found = ch.withinOneBudget(() -> tables.ensure(ch));
         } catch (RuntimeException e) {
             ch.close();
             throw e;
@@ -89,17 +83,18 @@ public final class BridgeService implements BridgeApi, AutoCloseable {
         rawRun = runInfo;
         run = parsed.exclusiveRuns() ? parsedRun : null;
         clickHouse = ch;
-        lock = opened.lock();
-        Tables.Found found = opened.found();
-        store = new StateStore(ch, opened.tables(), found.clock(), lock, found.deployment(), json, parsed.writeInterval());
-        history = new StateHistory(ch, opened.tables(), found.deployment(), json, lock, store);
+        lock = new OpenedWhenNeeded(() -> ch.withinOneBudget(() -> Locks.open(ch, tables.locks(), found.locks(),
+                found.deployment().replicated(), parsed)));
+        store = new StateStore(ch, tables, found.clock(), lock, found.deployment(), json, parsed.writeInterval());
+        history = new StateHistory(ch, tables, found.deployment(), json, lock, store);
         log.debug("Connected to ClickHouse {} with {}", found.serverVersion(), parsed);
         Map<String, Object> answer = new LinkedHashMap<>();
         answer.put("bridge_version", BRIDGE_VERSION);
         answer.put("protocol_version", PROTOCOL_VERSION);
         answer.put("clickhouse_version", found.serverVersion());
         answer.put("deployment", found.deployment().name().toLowerCase(Locale.ROOT));
-        answer.put("lock", lock instanceof KeeperLock ? "keeper" : "claims");
+        answer.put("lock", parsed.lock() == Settings.LockKind.AUTO && !found.locks().keeperLockExists() ? "auto"
+                : parsed.lock() == Settings.LockKind.CLAIMS ? "claims" : "keeper"); // "auto": the first lock decides
         return answer;
     }
 

@@ -284,14 +284,28 @@ class LockIntegrationTest {
     @Test
     void autoPicksKeeperWhereTheServerHasKeeperMapAndClaimsWhereNot() throws Exception {
         Map<String, Object> keeper = ClickHouseEndpoint.keeperServers().get(0);
-        try (BridgeService bridge = new BridgeService(json)) {
-            assertEquals("keeper", bridge.initialize(keeper).get("lock"));
-        }
+        assertEquals(List.of("state_keeper_lock"), lockTablesAfterALock(keeper));
         Map<String, Object> plain = ClickHouseEndpoint.settings();
+        assertEquals(List.of(ClickHouseEndpoint.hasKeeperMap(plain) ? "state_keeper_lock" : "state_claims"),
+                lockTablesAfterALock(plain));
+    }
+
+    /** The lock is opened by the first call that needs it: which lock table is there after one lock on a new schema. */
+    private List<String> lockTablesAfterALock(Map<String, Object> settings) throws Exception {
+        settings.put("schema", "it_auto_" + UUID.randomUUID().toString().replace("-", "").substring(0, 10));
         try (BridgeService bridge = new BridgeService(json)) {
-            Map<String, Object> answer = bridge.initialize(plain);
-            assertEquals(ClickHouseEndpoint.hasKeeperMap(plain) ? "keeper" : "claims", answer.get("lock"));
+            assertEquals("auto", bridge.initialize(settings).get("lock")); // not decided yet: no lock table
+            bridge.releaseLock(bridge.acquireLock("auto", 0.05));
         }
+        List<String> tables = new ArrayList<>();
+        try (Connection c = ClickHouseEndpoint.jdbc(settings); Statement s = c.createStatement();
+             ResultSet rs = s.executeQuery("SELECT name FROM system.tables WHERE database = '" + settings.get("schema")
+                     + "' AND name IN ('state_claims', 'state_keeper_lock') ORDER BY name")) {
+            while (rs.next()) {
+                tables.add(rs.getString(1));
+            }
+        }
+        return tables;
     }
 
     @Test
