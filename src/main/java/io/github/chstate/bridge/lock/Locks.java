@@ -10,7 +10,8 @@ import org.slf4j.LoggerFactory;
 /**
  * Which lock the {@code lock} setting gets ({@link #choose}, for {@code initialize} and {@code check} alike), and
  * opening it. {@code auto}: the KeeperMap lock wherever the server has KeeperMap, else the claims lock on a single
- * node, and a refusal on replicated tables, where claims cannot promise one holder.
+ * node, and a refusal on replicated tables, where claims cannot promise one holder. Once a single node's schema has
+ * the claims table and not the KeeperMap one, {@code auto} keeps to claims ({@link #asksKeeperMap}).
  */
 public final class Locks {
     private static final Logger log = LoggerFactory.getLogger(Locks.class);
@@ -55,12 +56,26 @@ public final class Locks {
     }
 
     /**
+     * Whether the choice depends on the server having KeeperMap. Not for claims; nor for {@code auto} on a single
+     * node whose claims table exists without the KeeperMap lock's: every bridge of that schema takes the lock whose
+     * table is there, even after KeeperMap is added to the server, and none sends a probe on each start.
+     */
+    public static boolean asksKeeperMap(Settings.LockKind asked, LockTables.Found found, boolean replicated) {
+        return switch (asked) {
+            case CLAIMS -> false;
+            case KEEPER -> true;
+            case AUTO -> replicated || found.keeperLockExists() || found.claimsEngine().isEmpty();
+        };
+    }
+
+    /**
      * Opens the chosen lock, creating its table; whether the server has KeeperMap is found by creating the KeeperMap
-     * table, unless claims were asked for. {@code replicated}: the state table is replicated (a cluster or Cloud).
+     * table, where that matters ({@link #asksKeeperMap}). {@code replicated}: the state table is replicated (a
+     * cluster or Cloud).
      */
     public static StateLock open(ClickHouse ch, LockTables tables, LockTables.Found found, boolean replicated,
                                  Settings settings) {
-        boolean keeperMap = settings.lock() != Settings.LockKind.CLAIMS && tables.ensureKeeperLock(ch, found);
+        boolean keeperMap = asksKeeperMap(settings.lock(), found, replicated) && tables.ensureKeeperLock(ch, found);
         Choice choice = choose(settings.lock(), keeperMap, replicated);
         switch (choice) {
             case KEEPER:

@@ -93,9 +93,16 @@ public final class BridgeService implements BridgeApi, AutoCloseable {
         answer.put("protocol_version", PROTOCOL_VERSION);
         answer.put("clickhouse_version", found.serverVersion());
         answer.put("deployment", found.deployment().name().toLowerCase(Locale.ROOT));
-        answer.put("lock", parsed.lock() == Settings.LockKind.AUTO && !found.locks().keeperLockExists() ? "auto"
-                : parsed.lock() == Settings.LockKind.CLAIMS ? "claims" : "keeper"); // "auto": the first lock decides
+        answer.put("lock", lockName(parsed.lock(), found));
         return answer;
+    }
+
+    /** The lock this bridge takes, as far as known before its first lock call opens it ("auto": that call decides). */
+    private static String lockName(Settings.LockKind asked, Tables.Found found) {
+        if (asked == Settings.LockKind.AUTO && !found.locks().keeperLockExists()) {
+            return Locks.asksKeeperMap(asked, found.locks(), found.deployment().replicated()) ? "auto" : "claims";
+        }
+        return asked == Settings.LockKind.CLAIMS ? "claims" : "keeper";
     }
 
     /** {@link #initialize(Map, Map)} outside a pipeline run. */

@@ -53,9 +53,14 @@ public final class Dispatcher {
      * it came; jsonrpc4j sees a stand-in, as it would drop a null id and change a number beyond 64 bits.
      */
     public JsonNode handle(byte[] message) throws IOException {
+        return handle(message, message.length);
+    }
+
+    /** {@link #handle(byte[])} of {@code message[0, length)}. */
+    public JsonNode handle(byte[] message, int length) throws IOException {
         JsonNode request;
         try {
-            request = reader.read(message);
+            request = reader.read(message, length);
         } catch (StreamConstraintsException e) {
             return errorResponse(ErrorCode.PARSE_ERROR, "Parse error: the message nests deeper than "
                     + Json.MAX_NESTING + " levels, more than this bridge takes.");
@@ -64,7 +69,7 @@ public final class Dispatcher {
                     + withoutSource(e.getOriginalMessage()) + ", at character " + e.getLocation().getCharOffset()
                     + ").");
         } catch (OutOfMemoryError e) {
-            return errorResponse(ErrorCode.INTERNAL, ErrorMapper.outOfMemory(message.length));
+            return errorResponse(ErrorCode.INTERNAL, ErrorMapper.outOfMemory(length));
         }
         String problem = request == null ? "expected one JSON-RPC 2.0 request object per line"
                 : RequestShape.problem(request);

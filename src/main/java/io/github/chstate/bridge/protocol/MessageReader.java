@@ -35,8 +35,8 @@ final class MessageReader {
     }
 
     /** The message's tree; null for an empty message. Throws Jackson's exception for anything but one JSON value. */
-    JsonNode read(byte[] message) throws IOException {
-        try (JsonParser p = json.getFactory().createParser(message)) {
+    JsonNode read(byte[] message, int length) throws IOException {
+        try (JsonParser p = json.getFactory().createParser(message, 0, length)) {
             if (p.nextToken() == null) {
                 return null;
             }

@@ -2,10 +2,10 @@ package io.github.chstate.bridge.protocol;
 
 import com.fasterxml.jackson.databind.JsonNode;
 
-import java.io.ByteArrayOutputStream;
 import java.io.IOException;
 import java.io.InputStream;
 import java.io.OutputStream;
+import java.util.Arrays;
 import java.util.function.BooleanSupplier;
 
 /**
@@ -19,9 +19,14 @@ public final class StdioServer {
     private final Dispatcher dispatcher;
     private final BooleanSupplier stopRequested;
     private final long maxMessageBytes;
+    /** A line longer than this is read into a buffer of its own, dropped after it: a 50 MB state is not kept. */
+    private static final int KEPT_LINE_BYTES = 4 << 20;
     private final byte[] chunk = new byte[1 << 16];
     private int next;
     private int end;
+    /** The current line is {@code line[0, length)}; the buffer is reused, so that a state's bytes are copied once. */
+    private byte[] line = new byte[1 << 16];
+    private int length;
     private boolean lineTooLong;
 
     public StdioServer(InputStream in, OutputStream out, Dispatcher dispatcher, BooleanSupplier stopRequested,
@@ -35,12 +40,14 @@ public final class StdioServer {
 
     /** Serves until end of input or a stop request. */
     public void run() throws IOException {
-        byte[] line;
-        while (!stopRequested.getAsBoolean() && (line = readLine()) != null) {
-            if (!lineTooLong && isBlank(line)) {
+        while (!stopRequested.getAsBoolean() && readLine()) {
+            if (!lineTooLong && isBlank()) {
                 continue;
             }
-            JsonNode response = lineTooLong ? dispatcher.tooLarge(maxMessageBytes) : dispatcher.handle(line);
+            JsonNode response = lineTooLong ? dispatcher.tooLarge(maxMessageBytes) : dispatcher.handle(line, length);
+            if (line.length > KEPT_LINE_BYTES) {
+                line = new byte[1 << 16];
+            }
             if (response != null) {
                 dispatcher.write(response, out);
                 out.write('\n');
@@ -49,9 +56,12 @@ public final class StdioServer {
         }
     }
 
-    /** The next line, without its newline; null at the end of input. A line too long comes back empty. */
-    private byte[] readLine() throws IOException {
-        ByteArrayOutputStream line = new ByteArrayOutputStream(8192); // not kept: a 50 MB state would stay in memory
+    /**
+     * Reads the next line, without its newline, into {@code line}; false at the end of input. A line too long is read
+     * to its end and kept empty.
+     */
+    private boolean readLine() throws IOException {
+        length = 0;
         lineTooLong = false;
         while (true) {
             if (next == end) {
@@ -59,30 +69,38 @@ public final class StdioServer {
                 next = 0;
                 if (end == -1) {
                     end = 0;
-                    return line.size() > 0 || lineTooLong ? line.toByteArray() : null;
+                    return length > 0 || lineTooLong;
                 }
             }
             int start = next;
             while (next < end && chunk[next] != '\n') {
                 next++;
             }
-            if (!lineTooLong && line.size() + (long) (next - start) > maxMessageBytes) {
+            if (!lineTooLong && length + (long) (next - start) > maxMessageBytes) {
                 lineTooLong = true; // read on to the end of the line, keeping nothing
-                line = new ByteArrayOutputStream(0);
+                length = 0;
             }
             if (!lineTooLong) {
-                line.write(chunk, start, next - start);
+                append(start, next - start);
             }
             if (next < end) {
                 next++; // past the newline; what follows it stays in chunk for the next line
-                return line.toByteArray();
+                return true;
             }
         }
     }
 
-    private static boolean isBlank(byte[] line) {
-        for (byte b : line) {
-            if (!Character.isWhitespace(b)) {
+    private void append(int from, int count) {
+        if (length + count > line.length) {
+            line = Arrays.copyOf(line, (int) Math.min(Math.max(line.length * 2L, (long) length + count), Integer.MAX_VALUE - 8));
+        }
+        System.arraycopy(chunk, from, line, length, count);
+        length += count;
+    }
+
+    private boolean isBlank() {
+        for (int i = 0; i < length; i++) {
+            if (!Character.isWhitespace(line[i])) {
                 return false;
             }
         }

@@ -5,6 +5,7 @@ import io.github.chstate.bridge.clickhouse.ServerErrors;
 import io.github.chstate.bridge.clickhouse.Sql;
 import io.github.chstate.bridge.config.Settings;
 import io.github.chstate.bridge.error.BridgeException;
+import io.github.chstate.bridge.lock.LockTables;
 import io.github.chstate.bridge.lock.Locks;
 
 import java.util.ArrayList;
@@ -189,11 +190,15 @@ public final class Checkup {
                     + "not run", "Fix the lines above first."));
             return;
         }
-        Locks.Choice choice = Locks.choose(settings.lock(), keeperMap, deployment.replicated());
+        LockTables.Found found = new LockTables.Found(engineOf(tables.locks().claimsName),
+                !engineOf(tables.locks().keeperLockName).isEmpty());
+        boolean asked = Locks.asksKeeperMap(settings.lock(), found, deployment.replicated());
+        Locks.Choice choice = Locks.choose(settings.lock(), keeperMap && asked, deployment.replicated());
         lines.add(switch (choice) {
             case KEEPER -> Line.ok("lock", "keeper (" + setting + ", and the server has KeeperMap tables)");
-            case CLAIMS -> Line.ok("lock", "claims (" + setting + (keeperMap ? "" : ", and no KeeperMap on the server")
-                    + "; exclusive on a single server)");
+            case CLAIMS -> Line.ok("lock", "claims (" + setting + (!asked && keeperMap
+                    ? ", and the schema's claims table exists: auto keeps to it" : keeperMap ? ""
+                    : ", and no KeeperMap on the server") + "; exclusive on a single server)");
             case CLAIMS_NOT_EXCLUSIVE -> new Line("lock", "WARN", "claims (" + setting + ") on a "
                     + deployment.name().toLowerCase(Locale.ROOT) + " deployment, where it cannot promise one holder",
                     "Use lock: keeper (KeeperMap) there.");

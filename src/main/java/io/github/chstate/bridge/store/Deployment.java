@@ -15,11 +15,13 @@ public enum Deployment {
      * Replicated tables: another replica sees an insert only once it has fetched it, unless the insert waited for a
      * quorum; then {@code select_sequential_consistency} makes a read see every quorum write, or fail.
      * {@code insert_quorum_parallel = 0} is what that guarantee needs (ClickHouse's docs); it makes a second insert
-     * into the table wait while the first one's quorum is pending.
+     * into the table wait while the first one's quorum is pending. An insert reads too (the newest stored version, in
+     * its condition), so it carries the read setting as well.
      */
-    REPLICATED(Map.of("insert_quorum", "auto", "insert_quorum_parallel", "0"), "select_sequential_consistency = 1"),
+    REPLICATED(Map.of("insert_quorum", "auto", "insert_quorum_parallel", "0", "select_sequential_consistency", "1"),
+            "select_sequential_consistency = 1"),
     /** SharedMergeTree: every insert is a quorum write, but replicas fetch parts later; the read must ask Keeper. */
-    SHARED(Map.of(), "select_sequential_consistency = 1");
+    SHARED(Map.of("select_sequential_consistency", "1"), "select_sequential_consistency = 1");
 
     private final Map<String, String> insertSettings;
     private final String readSetting;

@@ -28,10 +28,9 @@ import java.util.stream.Collectors;
  * every version already stored for the id, and a fresh deduplication token, so that A → B → A rewrites are never
  * dropped as duplicates, while a request the driver re-sends is.
  *
- * <p>A version is the later of the server's time ({@link ServerClock}) and the newest stored version of the id plus
- * 1 ms. Without the lock, the newest is read first, in one query for all ids of the write. Under the lock (Meltano's
- * update: get, merge, set) nobody else writes the id, so the version this bridge last read or wrote under the same
- * lock is still the newest, and the set is one statement: the INSERT.
+ * <p>A version is the server's time ({@link ServerClock}), or 1 ms above the version this bridge last read or wrote
+ * under the same lock if that is later; the server inserts the rows only if their version is above every version
+ * stored for their ids, checked within the INSERT, so a set is one statement ({@link #insertAbove}).
  *
  * <p>Under the lock, with a write interval, a set is kept back (pending) until the interval since the id's last
  * write has passed, and a get answers with the newest state set: Meltano's run sends an INSERT a second, not one per
@@ -140,10 +139,10 @@ public final class StateStore {
             known.put(id, new Known(token, last.versionMillis, state, true, last.writtenAt));
             return;
         }
-        write(state, token, last == null ? newestVersion(List.of(id)) : last.versionMillis);
+        write(state, token, last == null ? 0 : last.versionMillis);
     }
 
-    /** Writes all states in one INSERT, with one version above the newest stored one of any of their ids. */
+    /** Writes all states in one INSERT, with one version above every stored one of any of their ids. */
     public int setAll(Collection<StoredState> states) {
         Map<String, StoredState> byId = new LinkedHashMap<>();
         states.forEach(s -> byId.put(s.stateId(), s)); // for an id given twice the last one counts
@@ -152,54 +151,75 @@ public final class StateStore {
         }
         writeAllPending();
         known.keySet().removeAll(byId.keySet());
-        String target = tables.state + " " + COLUMNS;
-        insert(byId.values(), Math.max(clock.nowMillis(), newestVersion(byId.keySet()) + 1), () -> target);
+        insertAbove(byId.values(), 0, null);
         return byId.size();
     }
 
     /** Writes the state at once under the lock {@code token}, with a version above every stored one. */
     void writeUnderLock(StoredState state, String token) {
-        write(state, token, newestVersion(List.of(state.stateId())));
+        write(state, token, 0);
     }
 
     /**
-     * Writes the state under the lock {@code token}, with a version above {@code newest}. Every try is sent only while
-     * the lock is surely still this bridge's ({@link StateLock#requireOwn}), and the server inserts the row only if
-     * the lock is still this bridge's as the row arrives ({@link StateLock#heldCondition}): a write that was on its way
-     * while this bridge was paused or cut off, and lost its lock meanwhile, is dropped by the server.
+     * Writes the state under the lock {@code token}, with a version above {@code newestKnown} (0: none known) and
+     * every stored one ({@link #insertAbove}).
      */
-    private synchronized void write(StoredState state, String token, long newest) {
-        long version = Math.max(clock.nowMillis(), newest + 1);
+    private synchronized void write(StoredState state, String token, long newestKnown) {
         long startedAt = System.nanoTime();
-        Supplier<String> target = () -> {
-            lock.requireOwn(token);
-            return tables.state + " " + COLUMNS + " SELECT * FROM input(" + Sql.literal(STRUCTURE) + ") WHERE "
-                    + lock.heldCondition(token);
-        };
-        for (int tries = 1; insert(List.of(state), version, target) == 0; tries++) {
-            // Refused by the server: the lock was not ours as the row arrived, or this was a re-sent try that had
-            // landed (deduplicated). Throws if the lock is not ours now; if it is, the claims lock may have taken it
-            // again under a new claim, and the next try carries that one.
-            lock.confirmOwn(token);
-            if (landed(state.stateId(), version)) {
-                break;
-            }
-            if (tries == 2) {
-                throw new BridgeException(ErrorCode.CLICKHOUSE, "ClickHouse refused the state of '" + state.stateId()
-                        + "' twice although the lock reads as this bridge's: the lock table and the insert's check of "
-                        + "it disagree (Keeper recovering?). Nothing was written; the stored state is the one before.");
-            }
-        }
+        long version = insertAbove(List.of(state), newestKnown, token);
         known.put(state.stateId(), new Known(token, version, state, false, startedAt));
         failedWrites.remove(state.stateId()); // written after all: nothing to say
     }
 
-    /** Whether the row of this exact version is stored: a try that the server took, answered as refused. */
-    private boolean landed(String stateId, long versionMillis) {
-        Long count = ch.queryOne("SELECT count() FROM " + tables.state + " WHERE state_id = " + Sql.literal(stateId)
-                + " AND updated_at = fromUnixTimestamp64Milli(" + versionMillis + ")" + deployment.readClause(),
-                rs -> rs.getLong(1));
-        return count != null && count > 0;
+    /** The newest version stored for some ids, and whether a row of the version {@code tried} is among theirs. */
+    private record Stored(long newest, boolean landed) {
+    }
+
+    /**
+     * Inserts the states with one version, the later of the server's time and {@code newestKnown} + 1 ms, answering
+     * it. The server inserts the rows only if that version is above every one stored for their ids, and, with a lock
+     * {@code token}, only if the lock is still this bridge's as the rows arrive ({@link StateLock#heldCondition}): a
+     * write that was on its way while this bridge was paused or cut off, and lost its lock meanwhile, is dropped. Every
+     * try under a lock is sent only while the lock is surely still this bridge's ({@link StateLock#requireOwn}).
+     *
+     * <p>A refused try is followed by one query. The rows are stored after all (a re-sent try that had landed, dropped
+     * as a duplicate): done. A newer version is stored: tried again above it. Else, under a lock, the lock was not
+     * this bridge's as the rows arrived: throws if it is not now; if it is, the claims lock may have taken it again
+     * under a new claim, and the next try carries that one. Three refused tries are an error; nothing was written.
+     */
+    private long insertAbove(Collection<StoredState> states, long newestKnown, String token) {
+        String ids = states.stream().map(s -> Sql.literal(s.stateId())).collect(Collectors.joining(", "));
+        Supplier<String> target = () -> {
+            String held = "";
+            if (token != null) {
+                lock.requireOwn(token);
+                held = " AND " + lock.heldCondition(token);
+            }
+            return tables.state + " " + COLUMNS + " SELECT * FROM input(" + Sql.literal(STRUCTURE) + ") WHERE "
+                    + "updated_at > (SELECT max(updated_at) FROM " + tables.state + " WHERE state_id IN (" + ids + "))"
+                    + held;
+        };
+        long version = Math.max(clock.nowMillis(), newestKnown + 1);
+        for (int tries = 1; insert(states, version, target) == 0; tries++) {
+            if (token != null) {
+                lock.confirmOwn(token);
+            }
+            long tried = version;
+            Stored stored = ch.queryOne("SELECT toUnixTimestamp64Milli(max(updated_at)), countIf(updated_at = "
+                    + "fromUnixTimestamp64Milli(" + tried + ")) FROM " + tables.state + " WHERE state_id IN (" + ids + ")"
+                    + deployment.readClause(), rs -> new Stored(rs.getLong(1), rs.getLong(2) > 0));
+            if (stored.landed) {
+                break;
+            }
+            if (tries == 3) {
+                throw new BridgeException(ErrorCode.CLICKHOUSE, "ClickHouse refused the state of " + ids + " 3 times"
+                        + (token == null ? "" : " although the lock reads as this bridge's") + " (newest stored version "
+                        + Versions.format(stored.newest) + ", last tried " + Versions.format(tried) + "): nothing was "
+                        + "written; the stored state is the one before. Run the command again.");
+            }
+            version = Math.max(version, Math.max(clock.nowMillis(), stored.newest + 1));
+        }
+        return version;
     }
 
     /**
@@ -311,14 +331,6 @@ public final class StateStore {
         ch.query("SELECT state_id, toString(max(updated_at), 'UTC') FROM " + tables.state + " WHERE state_id IN (" + ids
                 + ") GROUP BY state_id" + deployment.readClause(), rs -> written.put(rs.getString(1), rs.getString(2)));
         return written;
-    }
-
-    /** The newest version stored for any of the ids, in milliseconds; 0 if none. */
-    private long newestVersion(Collection<String> stateIds) {
-        String ids = stateIds.stream().map(Sql::literal).collect(Collectors.joining(", "));
-        Long newest = ch.queryOne("SELECT toUnixTimestamp64Milli(max(updated_at)) FROM " + tables.state
-                + " WHERE state_id IN (" + ids + ")" + deployment.readClause(), rs -> rs.getLong(1));
-        return newest == null ? 0 : newest;
     }
 
     /**

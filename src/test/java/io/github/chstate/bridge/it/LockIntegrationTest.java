@@ -290,6 +290,25 @@ class LockIntegrationTest {
                 lockTablesAfterALock(plain));
     }
 
+    @Test
+    void autoKeepsToTheClaimsTableOfASingleServersSchemaEvenWhereTheServerHasKeeperMap() throws Exception {
+        // As after KeeperMap was added to a server whose schema auto had put on claims: every bridge of the schema
+        // must take the same lock, and none probes for KeeperMap again.
+        Map<String, Object> keeper = ClickHouseEndpoint.keeperServers().get(0);
+        keeper.put("schema", "it_auto_" + UUID.randomUUID().toString().replace("-", "").substring(0, 10));
+        keeper.put("lock", "claims");
+        try (BridgeService bridge = new BridgeService(json)) {
+            bridge.initialize(keeper);
+            bridge.releaseLock(bridge.acquireLock("auto", 0.05));
+        }
+        keeper.remove("lock");
+        try (BridgeService bridge = new BridgeService(json)) {
+            assertEquals("claims", bridge.initialize(keeper).get("lock"));
+            bridge.releaseLock(bridge.acquireLock("auto", 0.05));
+        }
+        assertEquals(List.of("state_claims"), lockTables(keeper));
+    }
+
     /** The lock is opened by the first call that needs it: which lock table is there after one lock on a new schema. */
     private List<String> lockTablesAfterALock(Map<String, Object> settings) throws Exception {
         settings.put("schema", "it_auto_" + UUID.randomUUID().toString().replace("-", "").substring(0, 10));
@@ -297,6 +316,10 @@ class LockIntegrationTest {
             assertEquals("auto", bridge.initialize(settings).get("lock")); // not decided yet: no lock table
             bridge.releaseLock(bridge.acquireLock("auto", 0.05));
         }
+        return lockTables(settings);
+    }
+
+    private static List<String> lockTables(Map<String, Object> settings) throws Exception {
         List<String> tables = new ArrayList<>();
         try (Connection c = ClickHouseEndpoint.jdbc(settings); Statement s = c.createStatement();
              ResultSet rs = s.executeQuery("SELECT name FROM system.tables WHERE database = '" + settings.get("schema")

@@ -94,6 +94,26 @@ class StateStoreIntegrationTest {
     }
 
     @Test
+    void aWriteLandsAboveAStoredVersionAheadOfTheServersClock() throws Exception {
+        // Another writer's clock an hour ahead: the insert's own check refuses the first try, the query after it finds
+        // the newer version, and the next try lands above it; with and without the lock.
+        try (ClickHouse ch = new ClickHouse(SettingsParser.parse(settings))) {
+            for (String by : List.of("unlocked", "locked")) {
+                ch.execute("INSERT INTO `" + settings.get("schema") + "`.state (state_id, partial_state, completed_state, "
+                        + "updated_at) VALUES ('ahead', NULL, '{\"by\":\"the future\"}', now64(3) + INTERVAL 1 HOUR)");
+                if (by.equals("locked")) {
+                    String token = bridge.acquireLock("ahead", 0.05);
+                    bridge.set("ahead", null, obj("{\"by\":\"locked\"}"));
+                    bridge.releaseLock(token);
+                } else {
+                    bridge.set("ahead", null, obj("{\"by\":\"unlocked\"}"));
+                }
+                assertEquals(obj("{\"by\":\"" + by + "\"}"), bridge.get("ahead").completed());
+            }
+        }
+    }
+
+    @Test
     void deleteThenSetTheSameStateIsKept() throws Exception {
         bridge.set("d", null, obj("{\"x\":1}"));
         bridge.delete("d");

@@ -19,7 +19,8 @@ class MessageReaderTest {
     private final MessageReader reader = new MessageReader(json);
 
     private JsonNode read(String message) throws Exception {
-        return reader.read(message.getBytes(StandardCharsets.UTF_8));
+        byte[] bytes = message.getBytes(StandardCharsets.UTF_8);
+        return reader.read(bytes, bytes.length);
     }
 
     private static String part(JsonNode node) {

@@ -86,8 +86,9 @@ class TablesTest {
         assertEquals("", Deployment.SINGLE_NODE.readClause());
         assertEquals(Map.of(), Deployment.SINGLE_NODE.insertSettings());
         assertEquals(" SETTINGS select_sequential_consistency = 1", Deployment.SHARED.readClause());
-        assertEquals(Map.of(), Deployment.SHARED.insertSettings());
+        assertEquals(Map.of("select_sequential_consistency", "1"), Deployment.SHARED.insertSettings());
         assertEquals(" SETTINGS select_sequential_consistency = 1", Deployment.REPLICATED.readClause());
-        assertEquals(Map.of("insert_quorum", "auto", "insert_quorum_parallel", "0"), Deployment.REPLICATED.insertSettings());
+        assertEquals(Map.of("insert_quorum", "auto", "insert_quorum_parallel", "0", "select_sequential_consistency", "1"),
+                Deployment.REPLICATED.insertSettings());
     }
 }
