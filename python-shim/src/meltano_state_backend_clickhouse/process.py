@@ -27,10 +27,14 @@ _ENV_KEPT = ("PATH", "HOME", "LANG", "LC_ALL", "TZ", "TMPDIR", "JAVA_HOME")
 # A 512 MB heap bounds the bridge's memory and takes a 100 MB state (docs/how-it-works.md, "Large states"). The JVM's own
 # warnings and its other output (flags, crash banner) go to stdout by default, which is the protocol channel: send them
 # to stderr; and after the user's options, close stdout to every log (an -Xlog or -verbose option would open it).
-# The heap starts at 8 MB and grows as a state needs it: without -Xms the JVM sizes it from the machine's memory (1/64)
-# and lets garbage fill that before it collects (300 set+get of 2 KB: peak RSS 164 MB without, 95 MB with; 10 and
-# 50 MB states no slower; docs/benchmarks.md).
-_JVM_OPTIONS = ["-XX:+UseSerialGC", "-Xms8m", "-Xmx512m", "-Xshare:auto", "-Xlog:disable", "-Xlog:all=warning:stderr",
+# Memory (docs/how-it-works.md, "Memory", has the figures): the heap starts at 8 MB and grows as a state needs it
+# (without -Xms the JVM sizes it from the machine's memory and lets garbage fill that before it collects); C1 only, one
+# compiler thread whatever the machine's cores, and not the JDK's class-file code generator's biggest method, which C1
+# needs ~6 MB to compile.
+_JVM_OPTIONS = ["-XX:+UseSerialGC", "-Xms8m", "-Xmx512m", "-XX:TieredStopAtLevel=1", "-XX:CICompilerCount=1",
+                "-XX:CompileCommand=quiet",
+                "-XX:CompileCommand=exclude,jdk.internal.classfile.impl.StackMapGenerator::processBlock",
+                "-Xshare:auto", "-Xlog:disable", "-Xlog:all=warning:stderr",
                 "-XX:+DisplayVMOutputToStderr",
                 # a crash report goes to the temp folder, not to the Meltano project the bridge was started in
                 f"-XX:ErrorFile={tempfile.gettempdir()}/meltano-clickhouse-bridge-hs_err_%p.log"]
