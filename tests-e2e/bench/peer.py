@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 import sys
 import time
+import uuid
 from urllib.parse import unquote, urlsplit
 
 
@@ -22,6 +23,9 @@ def large_state(megabytes: int) -> dict:
 
 
 def set_and_get(client, state: dict, table: str = "state") -> None:
+    # Each write a different state: the table's deduplication window (the bridge adds it) would drop an insert equal
+    # to an earlier one, and the add-on's rows carry no deduplication token.
+    state = {**state, "write": uuid.uuid4().hex}
     client.insert(table, [["bench:peer", None, json.dumps(state)]],
                   column_names=["state_id", "partial_state", "completed_state"])
     rows = client.query(f"SELECT partial_state, completed_state FROM {table} FINAL WHERE state_id = {{s:String}} "

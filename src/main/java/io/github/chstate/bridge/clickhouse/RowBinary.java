@@ -73,8 +73,8 @@ public final class RowBinary {
         if (length > Integer.MAX_VALUE - 8) {
             throw new IOException("a string of " + length + " bytes is more than the bridge can hold");
         }
-        byte[] bytes = in.readNBytes((int) length);
-        if (bytes.length < length) {
+        byte[] bytes = new byte[(int) length]; // read into place: readNBytes(n) would gather and copy a large state
+        if (in.readNBytes(bytes, 0, bytes.length) < length) {
             throw new EOFException("the server's answer ended inside a string");
         }
         return bytes;

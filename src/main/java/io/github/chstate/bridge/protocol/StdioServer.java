@@ -73,9 +73,7 @@ public final class StdioServer {
                 }
             }
             int start = next;
-            while (next < end && chunk[next] != '\n') {
-                next++;
-            }
+            next = lineEnd(chunk, next, end);
             if (!lineTooLong && length + (long) (next - start) > maxMessageBytes) {
                 lineTooLong = true; // read on to the end of the line, keeping nothing
                 length = 0;
@@ -88,6 +86,15 @@ public final class StdioServer {
                 return true;
             }
         }
+    }
+
+    /** The index of the first newline in {@code bytes[from, to)}, else {@code to}; in locals, as C1 keeps them. */
+    private static int lineEnd(byte[] bytes, int from, int to) {
+        int i = from;
+        while (i < to && bytes[i] != '\n') {
+            i++;
+        }
+        return i;
     }
 
     private void append(int from, int count) {

@@ -74,6 +74,9 @@ public final class StatePart {
             if (p.nextToken() != null) {
                 return null;
             }
+            if (p.currentLocation().getLineNr() == 1) { // the parser counts line breaks (\n, \r): none to replace
+                return new StatePart(stored);
+            }
         } catch (com.fasterxml.jackson.core.JsonProcessingException e) {
             return null;
         }

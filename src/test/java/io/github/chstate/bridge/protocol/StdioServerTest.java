@@ -83,6 +83,21 @@ class StdioServerTest {
     }
 
     @Test
+    void theLineBufferGrowsForALargeLineAndIsLeftBehindAfterIt() throws Exception {
+        // 5 MB: more than the buffer the framing keeps between lines (4 MB); the lines after it are read into a new one
+        String big = "y".repeat(5 << 20);
+        String input = "{\"jsonrpc\":\"2.0\",\"id\":\"" + big + "\",\"method\":\"ping\"}\n"
+                + "{\"jsonrpc\":\"2.0\",\"id\":2,\"method\":\"ping\"}\n"
+                + "{\"jsonrpc\":\"2.0\",\"id\":\"" + big + "z\",\"method\":\"ping\"}\n";
+        FlushRecorder out = serve(new ByteArrayInputStream(input.getBytes(StandardCharsets.UTF_8)),
+                new BridgeService(json), Long.MAX_VALUE);
+        assertEquals(3, out.flushed.size());
+        assertEquals(big, json.readTree(out.flushed.get(0)).get("id").asText());
+        assertEquals(2, json.readTree(out.flushed.get(1)).get("id").asInt());
+        assertEquals(big + "z", json.readTree(out.flushed.get(2)).get("id").asText());
+    }
+
+    @Test
     void aLineOverTheLimitIsRefusedWithoutBeingKeptAndTheNextIsServed() throws Exception {
         String big = "{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"set\",\"params\":{\"state_id\":\"x\",\"completed\":{\"s\":\""
                 + "x".repeat(3 << 20) + "\"}}}\n";

@@ -31,6 +31,7 @@ class StatePartTest {
     void anObjectComesBackAsItIsOnOneLine() throws Exception {
         assertEquals("{\"a\": [1, NaN], \"b\": \"ü\"}", stored("{\"a\": [1, NaN], \"b\": \"ü\"}").text());
         assertEquals("{   \"a\": 1  }", stored("{\n  \"a\": 1\r\n}").text()); // indented by someone: only whitespace
+        assertEquals("{ \"a\": 1}", stored("{\r\"a\": 1}").text()); // a lone carriage return is a line break too
     }
 
     @Test
