@@ -1,8 +1,10 @@
 """The shim's fixtures and markers; the ClickHouse fixtures come from the chdb_server pytest plugin
 (tests-e2e/chdb-server)."""
 import uuid
+from dataclasses import dataclass
 
 import pytest
+from chdb_server.testing import Endpoint, LocalClickHouse, LocalZooKeeper
 
 
 def pytest_configure(config):
@@ -16,3 +18,26 @@ def pytest_configure(config):
 def schema():
     """A database of its own for the test's tables."""
     return "shim_" + uuid.uuid4().hex[:10]
+
+
+@dataclass
+class KeeperServer:
+    zookeeper: LocalZooKeeper
+    server: LocalClickHouse
+
+    def uri(self) -> str:
+        return Endpoint(self.server.url_with_credentials).state_uri()
+
+
+@pytest.fixture
+def keeper_server(tmp_path):
+    """A ClickHouse of the test's own on a ZooKeeper of its own, for tests that stop the ZooKeeper; both stopped after."""
+    zookeeper = LocalZooKeeper(str(tmp_path / "zookeeper"))
+    zookeeper.start()
+    server = LocalClickHouse(str(tmp_path / "clickhouse"), config=zookeeper.config)
+    try:
+        server.start()
+        yield KeeperServer(zookeeper, server)
+    finally:
+        server.stop()
+        zookeeper.stop()

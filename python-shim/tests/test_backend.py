@@ -17,7 +17,7 @@ import uuid
 import pytest
 from meltano.core.state_store.base import MeltanoState, MissingStateBackendSettingsError, StateIDLockedError
 
-from chdb_server.testing import Endpoint, LocalClickHouse, LocalZooKeeper
+from chdb_server.testing import Endpoint
 from meltano_state_backend_clickhouse.backend import ClickHouseStateBackendError, ClickhouseStateStoreManager
 from meltano_state_backend_clickhouse.client import BridgeDiedError, SharedBridge
 
@@ -371,14 +371,11 @@ def test_a_state_too_large_for_the_bridges_memory_fails_clearly_and_keeps_what_i
 
 
 @pytest.mark.bridge_only
-def test_zookeeper_down_during_updates_gives_clear_errors_and_keeps_the_state(tmp_path, schema):
+def test_zookeeper_down_during_updates_gives_clear_errors_and_keeps_the_state(keeper_server, schema):
     """lock: keeper on a server of its own whose ZooKeeper stops for a few seconds in the middle of a run of updates."""
-    zookeeper = LocalZooKeeper(str(tmp_path / "zookeeper"))
-    zookeeper.start()
-    server = LocalClickHouse(str(tmp_path / "clickhouse"), config=zookeeper.config)
-    server.start()
-    m = ClickhouseStateStoreManager(uri=Endpoint(server.url_with_credentials).state_uri(), schema=schema, lock="keeper",
-                                    lock_wait_seconds=5, lock_timeout_seconds=2, lock_retry_seconds=1)
+    zookeeper = keeper_server.zookeeper
+    m = ClickhouseStateStoreManager(uri=keeper_server.uri(), schema=schema, lock="keeper", lock_wait_seconds=5,
+                                    lock_timeout_seconds=2, lock_retry_seconds=1)
     done, errors = 0, []
 
     def update() -> bool:
@@ -412,8 +409,6 @@ def test_zookeeper_down_during_updates_gives_clear_errors_and_keeps_the_state(tm
         assert done <= m.get("zk:run").completed_state["n"] <= done + 1, (done, errors)
     finally:
         m.close()
-        server.stop()
-        zookeeper.stop()
 
 
 def _every_method(m: ClickhouseStateStoreManager, n: int) -> None:

@@ -7,7 +7,7 @@ import time
 import pytest
 from meltano.core.state_store.base import MeltanoState
 
-from chdb_server.testing import Endpoint, LocalClickHouse, LocalZooKeeper
+from chdb_server.testing import Endpoint
 from meltano_state_backend_clickhouse.backend import ClickHouseStateBackendError, ClickhouseStateStoreManager
 
 UNKNOWN_TABLE = 60  # a failure that does not pass: never tried again
@@ -69,23 +69,17 @@ def test_a_failed_initialize_keeps_the_working_session(local_clickhouse, schema)
 
 
 @pytest.mark.bridge_only
-def test_a_lock_call_during_a_keeper_outage_ends_at_lock_wait_seconds(tmp_path, schema):
+def test_a_lock_call_during_a_keeper_outage_ends_at_lock_wait_seconds(keeper_server, schema):
     """Without ZooKeeper a KeeperMap statement hangs in the server (~26 s of its own Keeper retries): each try ends by
     query_timeout_seconds, and no try starts after lock_wait_seconds, whatever retry_budget_seconds allows."""
-    zookeeper = LocalZooKeeper(str(tmp_path / "zookeeper"))
-    zookeeper.start()
-    server = LocalClickHouse(str(tmp_path / "clickhouse"), config=zookeeper.config)
-    server.start()
-    m = ClickhouseStateStoreManager(uri=Endpoint(server.url_with_credentials).state_uri(), schema=schema, lock="keeper",
-                                    lock_wait_seconds=3, query_timeout_seconds=2, retry_budget_seconds=300)
+    m = ClickhouseStateStoreManager(uri=keeper_server.uri(), schema=schema, lock="keeper", lock_wait_seconds=3,
+                                    query_timeout_seconds=2, retry_budget_seconds=300)
     try:
         with m.acquire_lock("zk:before", retry_seconds=0.1):
             pass
-        zookeeper.stop()
+        keeper_server.zookeeper.stop()
         with pytest.raises(ClickHouseStateBackendError, match=r"Tried (once|\d+ times) in \d+ s \(lock_wait_seconds\)"):
             with m.acquire_lock("zk:outage", retry_seconds=0.1):
                 pytest.fail("a lock was granted without ZooKeeper")
     finally:
         m.close()
-        server.stop()
-        zookeeper.stop()
