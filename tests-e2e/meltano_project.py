@@ -24,6 +24,7 @@ plugins:
     capabilities: [catalog, discover, state]
     settings:
     - name: path
+    - name: more_path
     - name: state_every
       kind: integer
     - name: record_delay_ms

@@ -604,9 +604,11 @@ def test_history_and_restore_from_the_project_folder(meltano):
     table = command("history", STATE_ID)
     assert table.returncode == 0 and "VERSION" in table.stdout and "rows" in table.stdout, table
     first_run = versions[-1]
-    restored = command("restore", STATE_ID, "--at", first_run["time"])
-    assert restored.returncode == 0, restored.stderr
-    assert f"version {first_run['version']}" in restored.stdout
+    preview = command("restore", STATE_ID, "--at", first_run["time"])
+    assert preview.returncode == 0 and "Preview only" in preview.stdout and "rows: " in preview.stdout, preview
+    assert len(json.loads(command("history", STATE_ID, "--json").stdout)) == len(versions)  # nothing written
+    restored = command("restore", STATE_ID, "--at", first_run["time"], "--execute")
+    assert restored.returncode == 0 and "Written as version" in restored.stdout, restored
     state = json.loads(subprocess.run([meltano_project.meltano_executable(), "state", "get", STATE_ID], cwd=meltano.root,
                                       env=env, check=True, capture_output=True, text=True).stdout)
     assert state["singer_state"]["bookmarks"]["rows"]["replication_key_value"] == 3
@@ -615,6 +617,84 @@ def test_history_and_restore_from_the_project_folder(meltano):
     elsewhere = subprocess.run([sys.executable, "-m", "meltano_state_backend_clickhouse", "history", STATE_ID],
                                cwd=meltano.root.parent, env=env, capture_output=True, text=True, timeout=120)
     assert elsewhere.returncode == 1 and "Traceback" not in elsewhere.stderr, elsewhere.stderr
+
+
+@pytest.mark.bridge_only  # the changes are the bridge's; the runs around them are those of every other test
+def test_one_stream_is_reset_or_restored_and_the_next_run_syncs_only_it_again(meltano):
+    """Two streams; `reset` of one makes the next run read it from the start, `restore` of one from an older version
+    makes it read again from that bookmark; the other stream goes on from its own. Previews write nothing, each
+    --execute one version; refused while a run holds the state id."""
+    more = meltano.root / "more.csv"
+
+    def add_more(first: int, last: int):
+        with more.open("a") as f:
+            f.write("" if more.exists() and more.stat().st_size else "id,name\n")
+            f.writelines(f"{i},more {i}\n" for i in range(first, last + 1))
+
+    def synced() -> dict[str, list[int]]:
+        """The ids each stream sent to the target since the last call."""
+        out = meltano.root / "output.jsonl"
+        records = [json.loads(line) for line in out.read_text().splitlines()] if out.exists() else []
+        out.unlink(missing_ok=True)
+        return {stream: [r["id"] for r in records if r["name"].startswith(prefix)]
+                for stream, prefix in (("rows", "row "), ("more_rows", "more "))}
+
+    def command(*args: str) -> subprocess.CompletedProcess:
+        return subprocess.run([sys.executable, "-m", "meltano_state_backend_clickhouse", *args], cwd=meltano.root,
+                              env=meltano_project.clean_env(**meltano.env), capture_output=True, text=True, timeout=120)
+
+    def versions() -> list[dict]:
+        return json.loads(command("history", STATE_ID, "--json").stdout)
+
+    add_more(1, 5)
+    _with_tap_config(meltano.root, more_path=str(more))
+    meltano_project.write_rows(meltano.root, 1, 5)
+    meltano("run", "tap-csvlite", "target-jsonlite")
+    assert synced() == {"rows": [1, 2, 3, 4, 5], "more_rows": [1, 2, 3, 4, 5]}
+    after_first = versions()[0]["version"]
+
+    meltano_project.write_rows(meltano.root, 6, 7)
+    add_more(6, 7)
+    written = len(versions())
+    preview = command("reset", STATE_ID, "--stream", "rows")
+    assert preview.returncode == 0 and "rows: " in preview.stdout and "-> (none)" in preview.stdout, preview
+    assert len(versions()) == written, "a preview wrote a version"
+    unknown = command("reset", STATE_ID, "--stream", "nope", "--execute")
+    assert unknown.returncode == 1 and "its streams: more_rows, rows" in unknown.stderr, unknown
+    assert "Traceback" not in unknown.stderr
+    reset = command("reset", STATE_ID, "--stream", "rows", "--execute")
+    assert reset.returncode == 0 and len(versions()) == written + 1, reset
+    meltano("run", "tap-csvlite", "target-jsonlite")
+    assert synced() == {"rows": [1, 2, 3, 4, 5, 6, 7], "more_rows": [6, 7]}
+
+    restore = command("restore", STATE_ID, "--at", str(after_first), "--stream", "more_rows", "--execute", "--json")
+    assert restore.returncode == 0, restore
+    assert [c["stream"] for c in json.loads(restore.stdout)["changes"]] == ["more_rows"]
+    add_more(8, 8)
+    meltano("run", "tap-csvlite", "target-jsonlite")
+    assert synced() == {"rows": [], "more_rows": [6, 7, 8]}
+    diff = command("history", STATE_ID, "--diff")
+    assert diff.returncode == 0 and "more_rows: " in diff.stdout, diff
+
+    # Refused while a run holds the state id: the run pauses after its first record until the test lets it go on.
+    latch = meltano.root / "pause"
+    latch.touch()
+    _with_tap_config(meltano.root, pause_after=1, pause_while=str(latch))
+    meltano_project.write_rows(meltano.root, 8, 9)
+    run = subprocess.Popen([meltano_project.meltano_executable(), "run", "tap-csvlite", "target-jsonlite"],
+                           cwd=meltano.root, env=meltano_project.clean_env(**meltano.env), text=True,
+                           stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+    try:
+        deadline = time.monotonic() + 120
+        while not json.loads(command("runs", "--json").stdout):
+            assert run.poll() is None and time.monotonic() < deadline, "the run never held its state id"
+            time.sleep(0.2)
+        refused = command("reset", STATE_ID, "--stream", "rows", "--execute")
+        assert refused.returncode == 1 and "A run holds state id" in refused.stderr and "--force" in refused.stderr
+    finally:
+        latch.unlink()
+        output, _ = run.communicate(timeout=240)
+    assert run.returncode == 0, output
 
 
 # Logged when the manager adopts the early bridge. ("Started the bridge early" is logged too, but Meltano 3.7 turns

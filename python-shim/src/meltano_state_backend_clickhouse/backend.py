@@ -203,6 +203,17 @@ class ClickhouseStateStoreManager(StateStoreManager):
         """Writes back the newest version at or before `at` (a version or a time) as a new version, under the lock."""
         return self._call("restore", {"state_id": state_id, "at": str(at)})
 
+    def change_streams(self, state_id: str, action: str, streams: list[str], *, at: str | None = None,
+                       value: t.Any = None, execute: bool = False, force: bool = False) -> dict:
+        """reset, restore or set_bookmark of streams' bookmarks: what changes, stream by stream; written as a new
+        version only with execute (docs/history.md)."""
+        return self._call("change_streams", {"state_id": state_id, "action": action, "streams": streams, "at": at,
+                                             "value": value, "execute": execute, "force": force})
+
+    def diff(self, state_id: str, version: str | None = None) -> list[dict]:
+        """What a version (default: the newest) changed, stream by stream, against the one before it."""
+        return self._call("diff", {"state_id": state_id, "version": version})
+
     @contextmanager
     def acquire_lock(self, state_id: str, *, retry_seconds: float = 1) -> Iterator[None]:
         token, bridge = self._call_with_bridge("acquire_lock", {"state_id": state_id, "retry_seconds": retry_seconds})

@@ -1,6 +1,7 @@
-"""`python -m meltano_state_backend_clickhouse history|restore|runs|check`: a state's versions, going back to one,
-the pipeline runs in progress on every runner, and what is wrong with the backend's configuration before a run finds
-out.
+"""`python -m meltano_state_backend_clickhouse history|restore|reset|set-bookmark|runs|check`: a state's versions and
+what each changed, going back to one (whole or stream by stream), resetting or setting one stream's bookmark (each
+previewed unless --execute), the pipeline runs in progress on every runner, and what is wrong with the backend's
+configuration before a run finds out.
 
 The settings are those of the Meltano project in the current folder (meltano.yml, .env, environment variables),
 read by Meltano's own settings code, as `meltano state` reads them.
@@ -53,6 +54,28 @@ def _print_versions(versions: list[dict]) -> None:
     widths = [max(len(row[i]) for row in rows) for i in range(4)]
     for row in rows:
         print("  ".join(cell.ljust(width) for cell, width in zip(row, widths)) + "  " + row[4])
+
+
+def _short(bookmark) -> str:
+    return "(none)" if bookmark is None else json.dumps(bookmark, sort_keys=True)
+
+
+def _print_changes(changes: list[dict]) -> None:
+    if not changes:
+        print("No stream changes.")
+    for change in changes:
+        print(f"{change['stream']}: {_short(change['before'])} -> {_short(change['after'])}")
+
+
+def _print_surgery(result: dict) -> None:
+    _print_changes(result["changes"])
+    if result["executed"]:
+        print(f"Written as version {result['version']['version']} of {result['version']['time']}.")
+        if result.get("previous"):
+            print(f"Undo: python -m meltano_state_backend_clickhouse restore '{result['state_id']}' --at "
+                  f"{result['previous']['version']} --execute")
+    else:
+        print("Preview only: nothing was written. Add --execute to write it.")
 
 
 def _print_runs(runs: list[dict]) -> None:
@@ -124,14 +147,29 @@ def main(argv: list[str] | None = None) -> int:
     history = commands.add_parser("history", help="the versions of a state, newest first")
     history.add_argument("state_id")
     history.add_argument("--limit", type=int, default=50, help="how many (default 50)")
-    restore = commands.add_parser("restore", help="write an old version back, as a new one, under the lock")
+    history.add_argument("--diff", nargs="?", const="", metavar="VERSION",
+                         help="what a version (default: the newest) changed, stream by stream, against the one before")
+    restore = commands.add_parser("restore", help="bring back an old version, whole or only some streams' bookmarks")
     restore.add_argument("state_id")
     restore.add_argument("--at", required=True, help="a version from the history, or a time such as "
                                                      "2026-12-04T10:00:00Z (UTC when no offset is given): the "
                                                      "newest version at or before it is restored")
+    reset = commands.add_parser("reset", help="remove streams' bookmarks: they sync from the start on the next run")
+    reset.add_argument("state_id")
+    bookmark = commands.add_parser("set-bookmark", help="set one stream's replication_key_value, to sync from it")
+    bookmark.add_argument("state_id")
+    bookmark.add_argument("--value", required=True, help="the new replication_key_value, as JSON (e.g. "
+                                                         "'\"2026-01-01T00:00:00Z\"' or 42)")
+    for command in (restore, reset, bookmark):
+        command.add_argument("--stream", action="append", default=[], required=command is not restore,
+                             help="a stream whose bookmark changes (again for more)" + (
+                                 "; without it the whole state is restored" if command is restore else ""))
+        command.add_argument("--execute", action="store_true", help="write it (default: preview, write nothing)")
+        command.add_argument("--force", action="store_true", help="also while a run holds the state id: take it "
+                                                                  "over (that run writes no more state)")
     runs = commands.add_parser("runs", help="the pipeline runs holding a state id now, on every runner")
     checkup = commands.add_parser("check", help="connect and check everything the backend needs; exit 1 on a FAIL")
-    for command in (history, restore, runs, checkup):
+    for command in (history, restore, reset, bookmark, runs, checkup):
         command.add_argument("--json", action="store_true", help="print JSON, for scripts")
     args = parser.parse_args(argv)
     setup_logging(log_level="warning")  # Meltano's logging, to stderr: stdout is the answer
@@ -146,23 +184,35 @@ def main(argv: list[str] | None = None) -> int:
         print(json.dumps({"ok": not failed, "checks": lines}, indent=2)) if args.json else _print_check(lines)
         return 1 if failed else 0
     try:
+        value = json.loads(args.value) if args.command == "set-bookmark" else None
+    except ValueError:
+        print(f"error: --value must be JSON (a string in quotes: '\"{args.value}\"'), got {args.value}", file=sys.stderr)
+        return 1
+    try:
         with _manager(args.environment) as manager:
-            if args.command == "history":
+            if args.command == "history" and args.diff is not None:
+                result = manager.diff(args.state_id, args.diff or None)
+            elif args.command == "history":
                 result = manager.history(args.state_id, args.limit)
             elif args.command == "runs":
                 result = manager.runs()
             else:
-                result = manager.restore(args.state_id, args.at)
+                result = manager.change_streams(args.state_id, args.command.replace("-", "_"), args.stream,
+                                                at=getattr(args, "at", None), value=value, execute=args.execute,
+                                                force=args.force)
     except Error as error:  # ours and Meltano's own (no project here, a bad setting): all say what to do
         print(f"error: {error}", file=sys.stderr)
         return 1
     if args.json:
         print(json.dumps(result, indent=2))
+    elif args.command == "history" and args.diff is not None:
+        _print_changes(result)
     elif args.command == "history":
         _print_versions(result) if result else print(f"No history for state id '{args.state_id}'.")
     elif args.command == "runs":
         _print_runs(result)
     else:
-        print(f"Restored '{args.state_id}' to its version {result['restored']['version']} of "
-              f"{result['restored']['time']}; that is now version {result['now']['version']}.")
+        if result.get("warning"):
+            print(f"warning: {result['warning']}", file=sys.stderr)
+        _print_surgery(result)
     return 0

@@ -1,4 +1,5 @@
-"""A tap for tests: the CSV at `path` (columns id,name) is stream `rows`, replicated incrementally by `id`.
+"""A tap for tests: the CSV at `path` (columns id,name) is stream `rows`, replicated incrementally by `id`; the one at
+`more_path`, if set, is a second stream, `more_rows`, replicated the same way.
 
 `state_every` makes it emit a STATE message after every that many records (the SDK's default is 10,000);
 `record_delay_ms` makes it wait that long before each record, for runs that last; `pause_after` and `pause_while`
@@ -15,6 +16,7 @@ from singer_sdk import typing as th
 
 class Rows(Stream):
     name = "rows"
+    path_setting = "path"
     primary_keys = ("id",)
     replication_key = "id"
     is_sorted = True
@@ -29,7 +31,7 @@ class Rows(Stream):
         delay = self.config.get("record_delay_ms", 0) / 1000
         pause_after, pause_while = self.config.get("pause_after"), self.config.get("pause_while")
         sent = 0
-        with open(self.config["path"], newline="") as f:
+        with open(self.config[self.path_setting], newline="") as f:
             for row in csv.DictReader(f):
                 record = {"id": int(row["id"]), "name": row["name"]}
                 if start is None or record["id"] > start:
@@ -40,10 +42,16 @@ class Rows(Stream):
                     yield record
 
 
+class MoreRows(Rows):
+    name = "more_rows"
+    path_setting = "more_path"
+
+
 class TapCsvLite(Tap):
     name = "tap-csvlite"
     config_jsonschema = th.PropertiesList(
         th.Property("path", th.StringType, required=True),
+        th.Property("more_path", th.StringType),
         th.Property("state_every", th.IntegerType),
         th.Property("record_delay_ms", th.IntegerType),
         th.Property("pause_after", th.IntegerType),
@@ -51,4 +59,4 @@ class TapCsvLite(Tap):
     ).to_dict()
 
     def discover_streams(self):
-        return [Rows(self)]
+        return [Rows(self), *([MoreRows(self)] if self.config.get("more_path") else [])]

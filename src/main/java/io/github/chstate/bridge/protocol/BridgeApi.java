@@ -1,10 +1,12 @@
 package io.github.chstate.bridge.protocol;
 
+import com.fasterxml.jackson.databind.JsonNode;
 import com.googlecode.jsonrpc4j.JsonRpcMethod;
 import com.googlecode.jsonrpc4j.JsonRpcParam;
 import io.github.chstate.bridge.store.Checkup;
 import io.github.chstate.bridge.store.StateHistory;
 import io.github.chstate.bridge.store.StatePart;
+import io.github.chstate.bridge.store.StateSurgery;
 import io.github.chstate.bridge.store.StateVersion;
 import io.github.chstate.bridge.store.StoredState;
 
@@ -52,6 +54,15 @@ public interface BridgeApi {
 
     @JsonRpcMethod("restore")
     StateHistory.Restored restore(@JsonRpcParam("state_id") String stateId, @JsonRpcParam("at") String at);
+
+    @JsonRpcMethod("change_streams")
+    StateHistory.Surgery changeStreams(@JsonRpcParam("state_id") String stateId, @JsonRpcParam("action") String action,
+                                       @JsonRpcParam("streams") List<String> streams, @JsonRpcParam("at") String at,
+                                       @JsonRpcParam("value") JsonNode value, @JsonRpcParam("execute") Boolean execute,
+                                       @JsonRpcParam("force") Boolean force);
+
+    @JsonRpcMethod("diff")
+    List<StateSurgery.Change> diff(@JsonRpcParam("state_id") String stateId, @JsonRpcParam("version") String version);
 
     @JsonRpcMethod("acquire_lock")
     String acquireLock(@JsonRpcParam("state_id") String stateId, @JsonRpcParam("retry_seconds") Double retrySeconds);

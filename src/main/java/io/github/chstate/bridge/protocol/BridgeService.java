@@ -1,5 +1,6 @@
 package io.github.chstate.bridge.protocol;
 
+import com.fasterxml.jackson.databind.JsonNode;
 import com.fasterxml.jackson.databind.ObjectMapper;
 import io.github.chstate.bridge.clickhouse.ClickHouse;
 import io.github.chstate.bridge.config.Settings;
@@ -16,6 +17,7 @@ import io.github.chstate.bridge.store.StatePart;
 import io.github.chstate.bridge.store.StateStore;
 import io.github.chstate.bridge.store.StateVersion;
 import io.github.chstate.bridge.store.StoredState;
+import io.github.chstate.bridge.store.StateSurgery;
 import io.github.chstate.bridge.store.Tables;
 import io.github.chstate.bridge.store.Versions;
 import org.slf4j.Logger;
@@ -168,6 +170,24 @@ public final class BridgeService implements BridgeApi, AutoCloseable {
     public StateHistory.Restored restore(String stateId, String at) {
         return history().restore(required("state_id", stateId), Versions.parse(required("at", at)), settings.lockRetry(),
                 settings.lockWait());
+    }
+
+    @Override
+    public StateHistory.Surgery changeStreams(String stateId, String action, List<String> streams, String at,
+                                              JsonNode value, Boolean execute, Boolean force) {
+        String name = required("action", action);
+        if (name.equals("set_bookmark") && (value == null || value.isMissingNode())) {
+            throw invalid("set_bookmark needs a value");
+        }
+        long atMillis = name.equals("restore") ? Versions.parse(required("at", at)) : 0;
+        return history().surgery(required("state_id", stateId), new StateHistory.Action(name,
+                        streams == null ? List.of() : streams, atMillis, value), Boolean.TRUE.equals(execute),
+                Boolean.TRUE.equals(force), settings.lockRetry(), settings.lockWait());
+    }
+
+    @Override
+    public List<StateSurgery.Change> diff(String stateId, String version) {
+        return history().diff(required("state_id", stateId), version == null ? null : Versions.parse(version));
     }
 
     @Override

@@ -8,6 +8,7 @@ import io.github.chstate.bridge.clickhouse.RowBinary;
 import io.github.chstate.bridge.clickhouse.Sql;
 import io.github.chstate.bridge.error.BridgeException;
 import io.github.chstate.bridge.error.ErrorCode;
+import io.github.chstate.bridge.lock.Run;
 import io.github.chstate.bridge.lock.StateLock;
 
 import java.io.IOException;
@@ -19,6 +20,7 @@ import java.util.Map;
 import java.util.Objects;
 import java.util.Set;
 import java.util.TreeSet;
+import java.util.UUID;
 
 /**
  * The versions the history table keeps of each state ({@link Tables}), what each changed, and going back to one: a
@@ -31,6 +33,7 @@ public final class StateHistory {
     private final ObjectMapper json;
     private final StateLock lock;
     private final StateStore store;
+    private final StateSurgery surgery;
 
     public StateHistory(ClickHouse ch, Tables tables, Deployment deployment, ObjectMapper json, StateLock lock,
                         StateStore store) {
@@ -40,6 +43,7 @@ public final class StateHistory {
         this.json = json;
         this.lock = lock;
         this.store = store;
+        this.surgery = new StateSurgery(json);
     }
 
     /** The newest {@code limit} versions of the id in the history table, newest first. */
@@ -105,6 +109,120 @@ public final class StateHistory {
             return new Restored(versions(stateId, rows, 1).get(0), history(stateId, 1).get(0));
         } finally {
             lock.release(token);
+        }
+    }
+
+    /**
+     * What a change of streams did or would do; {@code version} is the one written and {@code previous} the one before
+     * it (what a restore goes back to, to undo it), both null for a preview.
+     */
+    public record Surgery(@JsonProperty("state_id") String stateId, @JsonProperty("changes") List<StateSurgery.Change> changes,
+                          @JsonProperty("executed") boolean executed, @JsonProperty("version") StateVersion version,
+                          @JsonProperty("previous") StateVersion previous, @JsonProperty("warning") String warning) {
+    }
+
+    /** Which change: reset, restore (of the streams named, or of the whole state) or set_bookmark. */
+    public record Action(String name, List<String> streams, long atMillis, JsonNode value) {
+    }
+
+    /**
+     * Previews a change of streams (nothing written), or with {@code execute} makes it under the lock, as a new
+     * version. While a run's lease holds the id, executing is refused naming the run; {@code force} takes the lease
+     * over as {@code meltano run --force} does (the displaced run writes nothing after), with a warning.
+     */
+    public Surgery surgery(String stateId, Action action, boolean execute, boolean force, Duration retry, Duration wait) {
+        if (!execute) {
+            return new Surgery(stateId, plan(stateId, action, store.get(stateId)).changes(), false, null, null, null);
+        }
+        String warning = null;
+        Run.Holder holder = lock.runs().stream().filter(l -> l.stateId().equals(stateId))
+                .map(l -> Run.holder(l.token())).filter(Objects::nonNull).findFirst().orElse(null);
+        if (holder != null && !force) {
+            throw new BridgeException(ErrorCode.RUN_IN_PROGRESS, "A run holds state id '" + stateId + "': "
+                    + holder.describe() + ". Nothing was written. Wait for it to end, or add --force to take the "
+                    + "state id over from it (it then writes no more state).");
+        }
+        if (holder != null) {
+            warning = "Took state id '" + stateId + "' over from " + holder.describe() + ": it writes no more state.";
+            lock.lease(stateId, new Run(UUID.randomUUID().toString(), host(), ProcessHandle.current().pid(),
+                    "python -m meltano_state_backend_clickhouse " + action.name(), true), retry, wait);
+        }
+        String token = lock.acquire(stateId, retry, wait);
+        try {
+            StateSurgery.Planned planned = plan(stateId, action, store.get(stateId));
+            List<StateVersion> before = history(stateId, 1);
+            store.writeUnderLock(planned.state(), token);
+            return new Surgery(stateId, planned.changes(), true, history(stateId, 1).get(0),
+                    before.isEmpty() ? null : before.get(0), warning);
+        } finally {
+            lock.release(token);
+        }
+    }
+
+    private StateSurgery.Planned plan(String stateId, Action action, StoredState current) {
+        if (current == null) {
+            throw new BridgeException(ErrorCode.INVALID_PARAMS, "State id '" + stateId + "' has no state.");
+        }
+        return switch (action.name()) {
+            case "reset" -> surgery.reset(current, action.streams());
+            case "set_bookmark" -> surgery.setBookmark(current, single(action.streams()), action.value());
+            case "restore" -> {
+                StoredState old = version(stateId, action.atMillis());
+                yield action.streams().isEmpty() ? new StateSurgery.Planned(surgery.diff(current, old), old)
+                        : surgery.restore(current, old, action.streams());
+            }
+            default -> throw new BridgeException(ErrorCode.INVALID_PARAMS, "Unknown change '" + action.name()
+                    + "': reset, restore or set_bookmark.");
+        };
+    }
+
+    private static String single(List<String> streams) {
+        if (streams.size() != 1) {
+            throw new BridgeException(ErrorCode.INVALID_PARAMS, "set-bookmark takes one stream (--stream NAME), got "
+                    + streams.size() + ".");
+        }
+        return streams.get(0);
+    }
+
+    /** The newest version at or before {@code atMillis}, as a state; an error saying how to list them if none. */
+    private StoredState version(String stateId, long atMillis) {
+        requireHistory();
+        List<HistoryRow> rows = historyRows(stateId, 1, atMillis);
+        if (rows.isEmpty()) {
+            throw new BridgeException(ErrorCode.INVALID_PARAMS, "State id '" + stateId + "' has no version at or "
+                    + "before " + Versions.format(atMillis) + " in the history (kept " + tables.historyDays
+                    + " days); list the versions with: python -m meltano_state_backend_clickhouse history '" + stateId + "'");
+        }
+        HistoryRow row = rows.get(0);
+        return new StoredState(stateId, store.part(stateId, row.partial), store.part(stateId, row.completed));
+    }
+
+    /**
+     * What a version changed, stream by stream, against the version before it; without {@code atMillis} (null), the
+     * newest version's.
+     */
+    public List<StateSurgery.Change> diff(String stateId, Long atMillis) {
+        requireHistory();
+        store.writeAllPending();
+        List<HistoryRow> rows = historyRows(stateId, 1, atMillis == null ? Long.MAX_VALUE : atMillis);
+        if (rows.isEmpty() || (atMillis != null && rows.get(0).version != atMillis)) {
+            throw new BridgeException(ErrorCode.INVALID_PARAMS, "State id '" + stateId + "' has no version "
+                    + (atMillis == null ? "" : atMillis + " ") + "in the history; list them with: python -m "
+                    + "meltano_state_backend_clickhouse history '" + stateId + "'");
+        }
+        StoredState before = rows.size() > 1 ? state(stateId, rows.get(1)) : null;
+        return surgery.diff(before, state(stateId, rows.get(0)));
+    }
+
+    private StoredState state(String stateId, HistoryRow row) {
+        return new StoredState(stateId, store.part(stateId, row.partial), store.part(stateId, row.completed));
+    }
+
+    private static String host() {
+        try {
+            return java.net.InetAddress.getLocalHost().getHostName();
+        } catch (java.net.UnknownHostException e) {
+            return "unknown";
         }
     }
 
