@@ -623,7 +623,7 @@ def test_history_and_restore_from_the_project_folder(meltano):
 def test_one_stream_is_reset_or_restored_and_the_next_run_syncs_only_it_again(meltano):
     """Two streams; `reset` of one makes the next run read it from the start, `restore` of one from an older version
     makes it read again from that bookmark; the other stream goes on from its own. Previews write nothing, each
-    --execute one version; refused while a run holds the state id."""
+    --execute one version; refused while a run holds the state id, and with --force the run writes nothing after."""
     more = meltano.root / "more.csv"
 
     def add_more(first: int, last: int):
@@ -691,10 +691,13 @@ def test_one_stream_is_reset_or_restored_and_the_next_run_syncs_only_it_again(me
             time.sleep(0.2)
         refused = command("reset", STATE_ID, "--stream", "rows", "--execute")
         assert refused.returncode == 1 and "A run holds state id" in refused.stderr and "--force" in refused.stderr
+        forced = command("reset", STATE_ID, "--stream", "rows", "--execute", "--force")
+        assert forced.returncode == 0 and "Took state id" in forced.stderr, forced
     finally:
         latch.unlink()
         output, _ = run.communicate(timeout=240)
-    assert run.returncode == 0, output
+    assert run.returncode != 0, output  # it lost the state id: it says so and writes no more state
+    assert "rows" not in meltano.state()["singer_state"]["bookmarks"], "the displaced run wrote its bookmark"
 
 
 # Logged when the manager adopts the early bridge. ("Started the bridge early" is logged too, but Meltano 3.7 turns
