@@ -97,15 +97,8 @@ public final class StateHistory {
         requireHistory();
         String token = lock.acquire(stateId, retry, wait);
         try {
-            List<HistoryRow> rows = historyRows(stateId, 1, atMillis);
-            if (rows.isEmpty()) {
-                throw new BridgeException(ErrorCode.INVALID_PARAMS, "State id '" + stateId + "' has no version at or "
-                        + "before " + Versions.format(atMillis) + " in the history (kept " + tables.historyDays
-                        + " days); list the versions with: python -m meltano_state_backend_clickhouse history '" + stateId + "'");
-            }
-            HistoryRow old = rows.get(0);
-            store.writeUnderLock(new StoredState(stateId, store.part(stateId, old.partial),
-                    store.part(stateId, old.completed)), token);
+            List<HistoryRow> rows = versionAt(stateId, atMillis);
+            store.writeUnderLock(state(stateId, rows.get(0)), token);
             return new Restored(versions(stateId, rows, 1).get(0), history(stateId, 1).get(0));
         } finally {
             lock.release(token);
@@ -167,7 +160,7 @@ public final class StateHistory {
             case "reset" -> surgery.reset(current, action.streams());
             case "set_bookmark" -> surgery.setBookmark(current, single(action.streams()), action.value());
             case "restore" -> {
-                StoredState old = version(stateId, action.atMillis());
+                StoredState old = state(stateId, versionAt(stateId, action.atMillis()).get(0));
                 yield action.streams().isEmpty() ? new StateSurgery.Planned(surgery.diff(current, old), old)
                         : surgery.restore(current, old, action.streams());
             }
@@ -184,17 +177,18 @@ public final class StateHistory {
         return streams.get(0);
     }
 
-    /** The newest version at or before {@code atMillis}, as a state; an error saying how to list them if none. */
-    private StoredState version(String stateId, long atMillis) {
-        requireHistory();
+    /**
+     * The newest version at or before {@code atMillis}, and the one before it (what it changed); an error saying how
+     * to list them if there is none.
+     */
+    private List<HistoryRow> versionAt(String stateId, long atMillis) {
         List<HistoryRow> rows = historyRows(stateId, 1, atMillis);
         if (rows.isEmpty()) {
             throw new BridgeException(ErrorCode.INVALID_PARAMS, "State id '" + stateId + "' has no version at or "
                     + "before " + Versions.format(atMillis) + " in the history (kept " + tables.historyDays
                     + " days); list the versions with: python -m meltano_state_backend_clickhouse history '" + stateId + "'");
         }
-        HistoryRow row = rows.get(0);
-        return new StoredState(stateId, store.part(stateId, row.partial), store.part(stateId, row.completed));
+        return rows;
     }
 
     /**
