@@ -121,20 +121,43 @@ def test_a_killed_bridge_is_restarted_on_the_next_call(manager, caplog):
     manager.set(MeltanoState("k", {}, {"v": 1}))
     old = bridge_pid(manager)
     os.kill(old, signal.SIGKILL)
-    time.sleep(0.5)
+    _await_exit(manager)
     with caplog.at_level(logging.WARNING, logger="meltano_state_backend_clickhouse.bridge"):
         assert manager.get("k").completed_state == {"v": 1}
     assert bridge_pid(manager) != old
     assert "starting a new one" in caplog.text
 
 
+def _await(condition, what: str, seconds: float = 120):
+    """Polls condition until it holds; fails naming what it waited for after the deadline."""
+    deadline = time.monotonic() + seconds
+    while not condition():
+        assert time.monotonic() < deadline, f"waited {seconds} s for {what}"
+        time.sleep(0.02)
+
+
+def _await_exit(manager):
+    _await(lambda: manager._bridge._client.process.exit_code() is not None, "the bridge to exit")
+
+
+def _select(clickhouse, sql: str) -> list[dict]:
+    request = urllib.request.Request(clickhouse.http_url + "/", data=(sql + " FORMAT JSONEachRow").encode(), headers={
+        "X-ClickHouse-User": clickhouse.user, "X-ClickHouse-Key": clickhouse.password})
+    return [json.loads(line) for line in urllib.request.urlopen(request, timeout=30).read().splitlines()]
+
+
 def _claims(clickhouse, schema: str, state_id: str) -> list[str]:
     """The kinds of the claims lock's rows for a state id, in commit order, read on the server."""
-    sql = (f"SELECT kind FROM `{schema}`.state_claims WHERE state_id = '{state_id}' "
-           "ORDER BY _block_number FORMAT JSONEachRow")
-    request = urllib.request.Request(clickhouse.http_url + "/", data=sql.encode(), headers={
-        "X-ClickHouse-User": clickhouse.user, "X-ClickHouse-Key": clickhouse.password})
-    return [json.loads(line)["kind"] for line in urllib.request.urlopen(request, timeout=30).read().splitlines()]
+    return [row["kind"] for row in _select(clickhouse, f"SELECT kind FROM `{schema}`.state_claims WHERE state_id = "
+                                                       f"'{state_id}' ORDER BY _block_number")]
+
+
+def _await_claim_waiter(clickhouse, schema: str, state_id: str):
+    """Polls until a second live claim (a waiting acquire's) is on the claims lock of state_id; fails after a minute."""
+    claims = f"`{schema}`.state_claims WHERE state_id = '{state_id}'"
+    sql = (f"SELECT uniqExact(token) AS live FROM {claims} AND kind = 'claim' "
+           f"AND token NOT IN (SELECT token FROM {claims} AND kind = 'release')")
+    _await(lambda: _select(clickhouse, sql)[0]["live"] >= 2, f"an acquire waiting for the lock on {state_id!r}")
 
 
 @pytest.mark.bridge_only
@@ -182,35 +205,47 @@ def test_threads_share_a_manager(manager):
 
 
 HOLDER = textwrap.dedent("""
-    import sys, time
+    import sys
     from meltano_state_backend_clickhouse.backend import ClickhouseStateStoreManager
-    m = ClickhouseStateStoreManager(uri=sys.argv[1], schema=sys.argv[2])
+    m = ClickhouseStateStoreManager(uri=sys.argv[1], schema=sys.argv[2], lock="claims")
     with m.acquire_lock("contended", retry_seconds=0.1):
         print("locked", flush=True)
-        time.sleep(float(sys.argv[3]))
+        sys.stdin.readline()
     print("released", flush=True)
 """)
 
 
 def test_lock_contention_across_processes(clickhouse, schema):
-    holder = subprocess.Popen([sys.executable, "-c", HOLDER, clickhouse.state_uri(), schema, "3"],
-                              stdout=subprocess.PIPE, text=True)
+    """A holder in another process keeps the lock until told: an acquire with lock_wait_seconds 1 gives up; one that
+    waits gets the lock right after the holder released it."""
+    holder = subprocess.Popen([sys.executable, "-c", HOLDER, clickhouse.state_uri(), schema],
+                              stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
     try:
         assert holder.stdout.readline().strip() == "locked"
-        impatient = ClickhouseStateStoreManager(uri=clickhouse.state_uri(), schema=schema, lock_wait_seconds=1)
-        try:
+        with ClickhouseStateStoreManager(uri=clickhouse.state_uri(), schema=schema, lock="claims",
+                                         lock_wait_seconds=1) as impatient:
             with pytest.raises(StateIDLockedError, match="contended"):
                 with impatient.acquire_lock("contended", retry_seconds=0.1):
                     pass
-        finally:
-            impatient.close()
-        patient = ClickhouseStateStoreManager(uri=clickhouse.state_uri(), schema=schema, lock_wait_seconds=20)
-        try:
-            with patient.acquire_lock("contended", retry_seconds=0.1):
-                assert holder.stdout.readline().strip() == "released"
-        finally:
-            patient.close()
+        with ClickhouseStateStoreManager(uri=clickhouse.state_uri(), schema=schema, lock="claims",
+                                         lock_wait_seconds=60) as patient:
+            seen_inside = []
+
+            def take():
+                with patient.acquire_lock("contended", retry_seconds=0.1):
+                    seen_inside.append("inside")
+                    seen_inside.append(holder.stdout.readline().strip())
+
+            taking = threading.Thread(target=take)
+            taking.start()
+            _await_claim_waiter(clickhouse, schema, "contended")
+            assert seen_inside == [], "the lock was granted while the holder held it"
+            holder.stdin.write("release\n")
+            holder.stdin.flush()
+            taking.join(timeout=120)
+            assert seen_inside == ["inside", "released"]
     finally:
+        holder.kill()
         holder.wait(timeout=30)
 
 
@@ -488,9 +523,11 @@ def test_a_bridge_killed_during_eight_threads_of_updates(clickhouse, schema, cap
         threads = [threading.Thread(target=worker, args=(n,)) for n in range(8)]
         for thread in threads:
             thread.start()
-        time.sleep(2)
+        _await(lambda: min(successes) >= 3, "every worker to count to 3")
+        at_kill = list(successes)
         os.kill(bridge_pid(m), signal.SIGKILL)
-        time.sleep(8)
+        _await(lambda: all(now >= then + 3 for now, then in zip(successes, at_kill)),
+               "every worker to count 3 more after the kill")
         stop.set()
         for thread in threads:
             thread.join(timeout=120)
