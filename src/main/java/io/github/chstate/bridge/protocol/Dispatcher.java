@@ -1,6 +1,7 @@
 package io.github.chstate.bridge.protocol;
 
 import com.fasterxml.jackson.core.JsonGenerator;
+import com.fasterxml.jackson.core.JsonLocation;
 import com.fasterxml.jackson.core.JsonProcessingException;
 import com.fasterxml.jackson.core.exc.StreamConstraintsException;
 import com.fasterxml.jackson.databind.JsonNode;
@@ -66,8 +67,7 @@ public final class Dispatcher {
                     + Json.MAX_NESTING + " levels, more than this bridge takes.");
         } catch (JsonProcessingException e) {
             return errorResponse(ErrorCode.PARSE_ERROR, "Parse error: the message is not valid JSON ("
-                    + withoutSource(e.getOriginalMessage()) + ", at character " + e.getLocation().getCharOffset()
-                    + ").");
+                    + withoutSource(e.getOriginalMessage()) + ", " + where(e.getLocation(), length) + ").");
         } catch (OutOfMemoryError e) {
             return errorResponse(ErrorCode.INTERNAL, ErrorMapper.outOfMemory(length));
         }
@@ -85,6 +85,12 @@ public final class Dispatcher {
         ((ObjectNode) response).set("id", id);
         explainDispatchError(request, response);
         return response;
+    }
+
+    /** Where in the line the parser stopped; Jackson counts bytes of a byte source, and -1 at its end. */
+    private static String where(JsonLocation location, int length) {
+        long at = location.getCharOffset() >= 0 ? location.getCharOffset() : location.getByteOffset();
+        return at < 0 || at >= length ? "at the end of the line" : "at character " + (at + 1);
     }
 
     /** Jackson's message without its "[Source: …]" part, which names its own settings. */

@@ -139,6 +139,9 @@ class DispatcherTest {
                     || message.contains("Source"), message);
         }
         assertTrue(call("[".repeat(10_000)).at("/error/message").asText().contains("nests deeper than"));
+        assertTrue(call("{").at("/error/message").asText().endsWith("at the end of the line)."));
+        assertTrue(call("{\"a\" x}").at("/error/message").asText().endsWith("at character 6)."),
+                call("{\"a\" x}").at("/error/message").asText());
     }
 
     @Test
