@@ -11,7 +11,6 @@ import sys
 import textwrap
 import threading
 import time
-import urllib.request
 import uuid
 
 import pytest
@@ -140,15 +139,9 @@ def _await_exit(manager):
     _await(lambda: manager._bridge._client.process.exit_code() is not None, "the bridge to exit")
 
 
-def _select(clickhouse, sql: str) -> list[dict]:
-    request = urllib.request.Request(clickhouse.http_url + "/", data=(sql + " FORMAT JSONEachRow").encode(), headers={
-        "X-ClickHouse-User": clickhouse.user, "X-ClickHouse-Key": clickhouse.password})
-    return [json.loads(line) for line in urllib.request.urlopen(request, timeout=30).read().splitlines()]
-
-
 def _claims(clickhouse, schema: str, state_id: str) -> list[str]:
     """The kinds of the claims lock's rows for a state id, in commit order, read on the server."""
-    return [row["kind"] for row in _select(clickhouse, f"SELECT kind FROM `{schema}`.state_claims WHERE state_id = "
+    return [row["kind"] for row in clickhouse.select(f"SELECT kind FROM `{schema}`.state_claims WHERE state_id = "
                                                        f"'{state_id}' ORDER BY _block_number")]
 
 
@@ -157,7 +150,7 @@ def _await_claim_waiter(clickhouse, schema: str, state_id: str):
     claims = f"`{schema}`.state_claims WHERE state_id = '{state_id}'"
     sql = (f"SELECT uniqExact(token) AS live FROM {claims} AND kind = 'claim' "
            f"AND token NOT IN (SELECT token FROM {claims} AND kind = 'release')")
-    _await(lambda: _select(clickhouse, sql)[0]["live"] >= 2, f"an acquire waiting for the lock on {state_id!r}")
+    _await(lambda: clickhouse.select(sql)[0]["live"] >= 2, f"an acquire waiting for the lock on {state_id!r}")
 
 
 @pytest.mark.bridge_only

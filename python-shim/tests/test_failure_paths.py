@@ -83,3 +83,24 @@ def test_a_lock_call_during_a_keeper_outage_ends_at_lock_wait_seconds(keeper_ser
                 pytest.fail("a lock was granted without ZooKeeper")
     finally:
         m.close()
+
+
+@pytest.mark.bridge_only
+def test_an_insert_whose_answer_was_lost_is_stored_once(local_clickhouse, schema):
+    """The server ran the INSERT but its answer was lost: the bridge sends it again, and the version check inside the
+    INSERT refuses the second copy. The table has no deduplication window (the upstream add-on's has none either)."""
+    with _manager(local_clickhouse, schema) as m:
+        m.set(MeltanoState("once", {}, {"n": 1}))
+        endpoint = Endpoint(local_clickhouse.url_with_credentials)
+        before = local_clickhouse.stats()["statements"]
+        local_clickhouse.faults(lose_answer_next=1)
+        m.set(MeltanoState("once", {}, {"n": 2}))
+        sent = local_clickhouse.stats()["last_statements"][-(local_clickhouse.stats()["statements"] - before):]
+        assert [s.split()[0] for s in sent][:2] == ["INSERT", "INSERT"], sent  # the first one's answer was lost
+        assert m.get("once").completed_state == {"n": 2}
+        [table] = endpoint.select(f"SELECT create_table_query AS q FROM system.tables WHERE database = '{schema}' "
+                                  "AND name = 'state'")
+        assert "deduplication_window" not in table["q"], table["q"]
+        rows = endpoint.select(f"SELECT completed_state FROM `{schema}`.state WHERE state_id = 'once' ORDER BY updated_at")
+        assert [r["completed_state"] for r in rows] == ['{"n":1}', '{"n":2}']
+        assert len(m.history("once")) == 2

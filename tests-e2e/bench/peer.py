@@ -23,8 +23,8 @@ def large_state(megabytes: int) -> dict:
 
 
 def set_and_get(client, state: dict, table: str = "state") -> None:
-    # Each write a different state: the table's deduplication window (the bridge adds it) would drop an insert equal
-    # to an earlier one, and the add-on's rows carry no deduplication token.
+    # Each write a different state, so that a write is never the same block as an earlier one (the add-on's rows carry
+    # no deduplication token; on a table that deduplicates, such an insert would be dropped).
     state = {**state, "write": uuid.uuid4().hex}
     client.insert(table, [["bench:peer", None, json.dumps(state)]],
                   column_names=["state_id", "partial_state", "completed_state"])

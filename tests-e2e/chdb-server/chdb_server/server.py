@@ -34,13 +34,16 @@ _ERROR_NAMES = {516: "AUTHENTICATION_FAILED", 210: "NETWORK_ERROR", 242: "TABLE_
 
 
 class Faults:
-    """Switches for reliability tests, set through POST /__faults__ with a JSON object."""
+    """Switches for reliability tests, set through POST /__faults__ with a JSON object. The next queries: fail_next
+    fail with fail_code; drop_next lose their connection before they run; lose_answer_next run, then lose their
+    connection before the answer (as when a network or proxy fails after the server got the query)."""
 
     def __init__(self):
         self._lock = threading.Lock()
         self.fail_next = 0
         self.fail_code = 210
         self.drop_next = 0
+        self.lose_answer_next = 0
         self.latency_ms = 0
 
     def update(self, spec: dict):
@@ -48,14 +51,18 @@ class Faults:
             self.fail_next = int(spec.get("fail_next", self.fail_next))
             self.fail_code = int(spec.get("fail_code", self.fail_code))
             self.drop_next = int(spec.get("drop_next", self.drop_next))
+            self.lose_answer_next = int(spec.get("lose_answer_next", self.lose_answer_next))
             self.latency_ms = int(spec.get("latency_ms", self.latency_ms))
 
     def take(self):
-        """What to do to the next query: None, "drop" or an error code."""
+        """What to do to the next query: None, "drop", "lose_answer" or an error code."""
         with self._lock:
             if self.drop_next > 0:
                 self.drop_next -= 1
                 return "drop"
+            if self.lose_answer_next > 0:
+                self.lose_answer_next -= 1
+                return "lose_answer"
             if self.fail_next > 0:
                 self.fail_next -= 1
                 return self.fail_code
@@ -175,10 +182,10 @@ class Handler(BaseHTTPRequestHandler):
                 self.close_connection = True
                 self.connection.shutdown(2)
                 return
-            if fault is not None:
+            if fault is not None and fault != "lose_answer":
                 name = _ERROR_NAMES.get(fault, "INJECTED_FAULT")
                 raise ClickHouseError(fault, f"Code: {fault}. DB::Exception: Injected fault. ({name})")
-            self._query(params, body, headers)
+            self._query(params, body, headers, answer=fault != "lose_answer")
         except ClickHouseError as err:
             text = f"{err.message} (version {self.server.engine.version})\n".encode()
             headers["X-ClickHouse-Exception-Code"] = str(err.code)
@@ -192,7 +199,7 @@ class Handler(BaseHTTPRequestHandler):
             raise ClickHouseError(516, f"Code: 516. DB::Exception: {user}: Authentication failed: password is "
                                        "incorrect, or there is no user with such name. (AUTHENTICATION_FAILED)")
 
-    def _query(self, params: dict, body: bytes, headers: dict):
+    def _query(self, params: dict, body: bytes, headers: dict, answer: bool = True):
         if params.get("decompress") == "1":
             body = blocks.decompress(body)
         else:
@@ -204,6 +211,10 @@ class Handler(BaseHTTPRequestHandler):
         settings = {k: v for k, v in params.items() if k not in HANDLER_PARAMS and not k.startswith("param_")}
         query_params = {k[6:]: v for k, v in params.items() if k.startswith("param_")}
         result = self.server.engine.execute(body, database=database, fmt=fmt, settings=settings, params=query_params)
+        if not answer:
+            self.close_connection = True
+            self.connection.shutdown(2)
+            return
         payload = result.data
         if params.get("compress") == "1":
             payload = blocks.compress(payload)

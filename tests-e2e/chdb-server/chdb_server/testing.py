@@ -93,7 +93,7 @@ class LocalClickHouse(_Child):
         return self.start()
 
     def faults(self, **spec):
-        """fail_next=N, fail_code=C, drop_next=N, latency_ms=MS: see chdb_server.server.Faults."""
+        """fail_next=N, fail_code=C, drop_next=N, lose_answer_next=N, latency_ms=MS: see chdb_server.server.Faults."""
         request = urllib.request.Request(self.url + "/__faults__", data=json.dumps(spec).encode(), method="POST")
         urllib.request.urlopen(request, timeout=10).read()
 
@@ -114,6 +114,12 @@ class Endpoint:
         self.user = urllib.parse.unquote(parts.username or "default")
         self.password = urllib.parse.unquote(parts.password or "")
         self.http_url = f"{parts.scheme}://{self.host}:{self.port}"
+
+    def select(self, sql: str) -> list[dict]:
+        """The rows of a query, each a dict (FORMAT JSONEachRow is added)."""
+        request = urllib.request.Request(self.http_url + "/", data=(sql + " FORMAT JSONEachRow").encode(), headers={
+            "X-ClickHouse-User": self.user, "X-ClickHouse-Key": self.password})
+        return [json.loads(line) for line in urllib.request.urlopen(request, timeout=30).read().splitlines()]
 
     def state_uri(self, database: str = "default") -> str:
         user = urllib.parse.quote(self.user, safe="")

@@ -24,7 +24,8 @@ import java.util.function.Supplier;
  * it was tried. A server never reached yet is not waited for: a wrong host or port fails at once.
  *
  * <p>Sending any of our statements twice is safe, which is what makes this possible. Reads change nothing. A state
- * INSERT carries a deduplication token, the same on every try, so a try that did arrive makes the next a no-op. DDL is
+ * INSERT inserts its rows only if their version is above every stored one, so once a try arrived, the next inserts
+ * nothing (and on replicated tables its deduplication token, the same on every try, drops it too). DDL is
  * {@code IF NOT EXISTS}, DELETE and TRUNCATE are idempotent. Lock statements: a claim or release row sent twice
  * is the same token's row twice, which counts once (the claims lock groups by token); a keeper take-over sent twice
  * finds its own token and changes nothing, a create sent twice fails with "Node exists", and both are followed by a
@@ -55,7 +56,7 @@ final class Retry {
             Map.entry(285, "TOO_FEW_LIVE_REPLICAS: a quorum is not available right now"),
             Map.entry(286, "UNSATISFIED_QUORUM_FOR_PREVIOUS_WRITE: an earlier insert still waits for its quorum"),
             Map.entry(289, "REPLICA_IS_NOT_IN_QUORUM: this replica has not caught up yet"),
-            Map.entry(319, "UNKNOWN_STATUS_OF_INSERT: the insert may have landed; its deduplication token makes a "
+            Map.entry(319, "UNKNOWN_STATUS_OF_INSERT: the insert may have landed; its version check makes a "
                     + "second one safe"),
             Map.entry(999, "KEEPER_EXCEPTION: connection to Keeper lost or timed out"));
     private static final Duration FIRST_PAUSE = Duration.ofMillis(100);

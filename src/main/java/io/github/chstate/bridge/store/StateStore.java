@@ -26,7 +26,7 @@ import java.util.stream.Collectors;
  * Reads and writes the state table ({@link Tables}; its history: {@link StateHistory}). Reads use FINAL,
  * so they see one row per id: the one with the highest {@code updated_at}. Each write gives its rows a version above
  * every version already stored for the id, and a fresh deduplication token, so that A → B → A rewrites are never
- * dropped as duplicates, while a request the driver re-sends is.
+ * dropped as duplicates, while a request sent again inserts nothing (its version is no longer above the stored one).
  *
  * <p>A version is the server's time ({@link ServerClock}), or 1 ms above the version this bridge last read or wrote
  * under the same lock if that is later; the server inserts the rows only if their version is above every version
@@ -334,8 +334,8 @@ public final class StateStore {
     }
 
     /**
-     * The states as data (RowBinary), not SQL. A fresh deduplication token: a request the driver re-sends is dropped
-     * as a duplicate, while an A → B → A rewrite is not.
+     * The states as data (RowBinary), not SQL. A fresh deduplication token: where the table deduplicates (replicated,
+     * Shared), a request sent again is dropped as a duplicate, while an A → B → A rewrite is not.
      */
     private long insert(Collection<StoredState> states, long versionMillis, Supplier<String> target) {
         Map<String, String> settings = new LinkedHashMap<>(deployment.insertSettings());

@@ -17,6 +17,7 @@ import java.util.Set;
  */
 public final class Tables {
     static final Set<String> STATE_COLUMNS = Set.of("state_id", "partial_state", "completed_state", "updated_at");
+    private static final String OLD_WINDOW = "non_replicated_deduplication_window = 1000";
 
     final String schema;
     final String state;
@@ -45,16 +46,14 @@ public final class Tables {
     }
 
     /**
-     * The schema and state table. A single node gets a deduplication window (re-sent inserts are no-ops); a cluster
-     * gets {@code ON CLUSTER} and a Replicated engine, and Cloud a plain engine it makes Shared — both deduplicate by
-     * themselves, and a Shared engine would refuse the non-replicated setting.
+     * The schema and state table, as the upstream add-on creates it on a single node; a cluster gets
+     * {@code ON CLUSTER} and a Replicated engine, and Cloud a plain engine it makes Shared.
      */
     List<String> stateStatements(Deployment deployment) {
         String engine = switch (deployment) {
-            case SINGLE_NODE -> "ReplacingMergeTree(updated_at) ORDER BY state_id SETTINGS non_replicated_deduplication_window = 1000";
+            case SINGLE_NODE, SHARED -> "ReplacingMergeTree(updated_at) ORDER BY state_id";
             case REPLICATED -> cluster == null ? "ReplacingMergeTree(updated_at) ORDER BY state_id" // a Replicated database
                     : "ReplicatedReplacingMergeTree(" + Sql.REPLICA_PATH + ", updated_at) ORDER BY state_id";
-            case SHARED -> "ReplacingMergeTree(updated_at) ORDER BY state_id";
         };
         return List.of(
                 "CREATE DATABASE IF NOT EXISTS " + Sql.identifier(schema) + onCluster,
@@ -103,10 +102,11 @@ public final class Tables {
                     + "state table (it needs columns " + String.join(", ", STATE_COLUMNS.stream().sorted().toList())
                     + "). Set state_backend.clickhouse.table to another name.");
         }
-        // A table the upstream add-on created has no deduplication window, so an insert the driver re-sends would add
-        // a second version. With the window, a re-sent insert (same deduplication token) is a no-op. Set in place.
-        if ("ReplacingMergeTree".equals(probe.stateEngine) && !probe.stateCreate.contains("non_replicated_deduplication_window")) {
-            ch.execute("ALTER TABLE " + state + onCluster + " MODIFY SETTING non_replicated_deduplication_window = 1000");
+        // Earlier versions of the bridge gave a single node's table this window. The upstream add-on's writes carry
+        // no deduplication token, so with it, a write equal to one of its last 1000 (A -> B -> A) was dropped. Our own
+        // re-sent inserts need no window: the version check in each INSERT refuses a second copy.
+        if ("ReplacingMergeTree".equals(probe.stateEngine) && probe.stateCreate.contains(OLD_WINDOW)) {
+            ch.execute("ALTER TABLE " + state + onCluster + " RESET SETTING non_replicated_deduplication_window");
         }
         ensureHistory(ch, probe);
         return new Found(probe.serverVersion, probe.clock, Deployment.decide(probe.stateEngine, cluster, probe.cloud).deployment(),

@@ -17,6 +17,7 @@ import java.util.List;
 import java.util.Map;
 
 import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertFalse;
 import static org.junit.jupiter.api.Assertions.assertNull;
 import static org.junit.jupiter.api.Assertions.assertThrows;
 import static org.junit.jupiter.api.Assertions.assertTrue;
@@ -195,6 +196,32 @@ class StateStoreIntegrationTest {
             // A write of ours lands over the upstream row, whose version may be ahead of our clock.
             reader.set("dev:old", null, obj("{\"singer_state\":{\"bookmarks\":{\"t\":{\"id\":8}}}}"));
             assertEquals(obj("{\"singer_state\":{\"bookmarks\":{\"t\":{\"id\":8}}}}"), reader.get("dev:old").completed());
+        }
+    }
+
+    @Test
+    void theUpstreamAddOnsRewritesStillLandOnATableTheBridgeOpened() throws Exception {
+        // The add-on sends no version and no deduplication token: with a deduplication window on the table (earlier
+        // bridges added one), its A -> B -> A left B. The bridge now takes that window off and never adds it.
+        String schema = "upw_" + settings.get("schema");
+        Map<String, Object> upstream = new java.util.HashMap<>(settings);
+        upstream.put("schema", schema);
+        try (ClickHouse ch = new ClickHouse(SettingsParser.parse(upstream))) {
+            ch.execute("CREATE DATABASE IF NOT EXISTS " + schema);
+            ch.execute("CREATE TABLE " + schema + ".state (state_id String, partial_state Nullable(String), "
+                    + "completed_state Nullable(String), updated_at DateTime64(3) DEFAULT now64(3)) ENGINE = "
+                    + "ReplacingMergeTree(updated_at) ORDER BY state_id SETTINGS non_replicated_deduplication_window = 1000");
+            try (BridgeService bridge = new BridgeService(json)) {
+                bridge.initialize(upstream);
+            }
+            for (String n : List.of("1", "2", "1")) { // the add-on's insert, as it sends it
+                ch.execute("INSERT INTO " + schema + ".state (state_id, partial_state, completed_state) VALUES "
+                        + "('dev:aba', NULL, '{\"n\": " + n + "}')");
+            }
+            assertEquals("{\"n\": 1}", ch.queryOne("SELECT completed_state FROM " + schema + ".state FINAL WHERE "
+                    + "state_id = 'dev:aba'", rs -> rs.getString(1)));
+            assertFalse(ch.queryOne("SELECT create_table_query FROM system.tables WHERE database = '" + schema
+                    + "' AND name = 'state'", rs -> rs.getString(1)).contains("deduplication_window"));
         }
     }
 
