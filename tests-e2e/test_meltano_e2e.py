@@ -617,6 +617,12 @@ def test_history_and_restore_from_the_project_folder(meltano):
     state = json.loads(subprocess.run([meltano_project.meltano_executable(), "state", "get", STATE_ID], cwd=meltano.root,
                                       env=env, check=True, capture_output=True, text=True).stdout)
     assert state["singer_state"]["bookmarks"]["rows"]["replication_key_value"] == 3
+    subprocess.run([meltano_project.meltano_executable(), "state", "clear", "--force", STATE_ID], cwd=meltano.root,
+                   env=env, check=True, capture_output=True)
+    cleared = command("restore", STATE_ID, "--at", first_run["time"], "--execute")  # the history outlives a clear
+    assert cleared.returncode == 0 and "Written as version" in cleared.stdout, cleared
+    assert "rows" in subprocess.run([meltano_project.meltano_executable(), "state", "get", STATE_ID], cwd=meltano.root,
+                                    env=env, check=True, capture_output=True, text=True).stdout
     missing = command("restore", STATE_ID, "--at", "2001-01-01T00:00:00Z")
     assert missing.returncode == 1 and "no version at or before" in missing.stderr and "Traceback" not in missing.stderr
     elsewhere = subprocess.run([sys.executable, "-m", "meltano_state_backend_clickhouse", "history", STATE_ID],

@@ -199,10 +199,6 @@ class ClickhouseStateStoreManager(StateStoreManager):
         """Every live run lease, of every runner sharing this ClickHouse (docs/lock.md)."""
         return self._call("runs")
 
-    def restore(self, state_id: str, at: str | int) -> dict:
-        """Writes back the newest version at or before `at` (a version or a time) as a new version, under the lock."""
-        return self._call("restore", {"state_id": state_id, "at": str(at)})
-
     def change_streams(self, state_id: str, action: str, streams: list[str], *, at: str | None = None,
                        value: t.Any = None, execute: bool = False, force: bool = False) -> dict:
         """reset, restore or set_bookmark of streams' bookmarks: what changes, stream by stream; written as a new

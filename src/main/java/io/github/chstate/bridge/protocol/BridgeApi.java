@@ -52,9 +52,6 @@ public interface BridgeApi {
     @JsonRpcMethod("history")
     List<StateVersion> history(@JsonRpcParam("state_id") String stateId, @JsonRpcParam("limit") Integer limit);
 
-    @JsonRpcMethod("restore")
-    StateHistory.Restored restore(@JsonRpcParam("state_id") String stateId, @JsonRpcParam("at") String at);
-
     @JsonRpcMethod("change_streams")
     StateHistory.Surgery changeStreams(@JsonRpcParam("state_id") String stateId, @JsonRpcParam("action") String action,
                                        @JsonRpcParam("streams") List<String> streams, @JsonRpcParam("at") String at,

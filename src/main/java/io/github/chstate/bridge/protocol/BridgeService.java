@@ -167,12 +167,6 @@ public final class BridgeService implements BridgeApi, AutoCloseable {
     }
 
     @Override
-    public StateHistory.Restored restore(String stateId, String at) {
-        return history().restore(required("state_id", stateId), Versions.parse(required("at", at)), settings.lockRetry(),
-                settings.lockWait());
-    }
-
-    @Override
     public StateHistory.Surgery changeStreams(String stateId, String action, List<String> streams, String at,
                                               JsonNode value, Boolean execute, Boolean force) {
         String name = required("action", action);

@@ -85,26 +85,6 @@ public final class StateHistory {
         return versions;
     }
 
-    /** What a restore wrote: the version it went back to, and the new version that holds it now. */
-    public record Restored(@JsonProperty("restored") StateVersion restored, @JsonProperty("now") StateVersion now) {
-    }
-
-    /**
-     * Writes back the newest version at or before {@code atMillis}, under the lock, as a new version: the history
-     * keeps every version, the restored one included.
-     */
-    public Restored restore(String stateId, long atMillis, Duration retry, Duration wait) {
-        requireHistory();
-        String token = lock.acquire(stateId, retry, wait);
-        try {
-            List<HistoryRow> rows = versionAt(stateId, atMillis);
-            store.writeUnderLock(state(stateId, rows.get(0)), token);
-            return new Restored(versions(stateId, rows, 1).get(0), history(stateId, 1).get(0));
-        } finally {
-            lock.release(token);
-        }
-    }
-
     /**
      * What a change of streams did or would do; {@code version} is the one written and {@code previous} the one before
      * it (what a restore goes back to, to undo it), both null for a preview.
@@ -154,7 +134,11 @@ public final class StateHistory {
 
     private StateSurgery.Planned plan(String stateId, Action action, StoredState current) {
         if (current == null) {
-            throw new BridgeException(ErrorCode.INVALID_PARAMS, "State id '" + stateId + "' has no state.");
+            if (!action.name().equals("restore") || !action.streams().isEmpty()) {
+                throw new BridgeException(ErrorCode.INVALID_PARAMS, "State id '" + stateId + "' has no state; a "
+                        + "cleared state comes back whole: restore without --stream.");
+            }
+            current = new StoredState(stateId, null, null); // cleared (meltano state clear): its history is kept
         }
         return switch (action.name()) {
             case "reset" -> surgery.reset(current, action.streams());

@@ -82,15 +82,15 @@ class HistoryIntegrationTest {
         try (BridgeService writer = new BridgeService(json)) {
             writer.initialize(settings);
             String held = writer.acquireLock("r", 0.05); // a concurrent writer in the middle of its update
-            CompletableFuture<StateHistory.Restored> restore = CompletableFuture.supplyAsync(
-                    () -> bridge.restore("r", Long.toString(good)));
+            CompletableFuture<StateHistory.Surgery> restore = CompletableFuture.supplyAsync(
+                    () -> restore(bridge, "r", Long.toString(good)));
             LockWaiters.awaitWaiter(settings, "claims", "r");
             assertFalse(restore.isDone(), "restore did not wait for the lock");
             writer.set("r", StatePart.EMPTY, bookmarks("rows", 3, "writer"));
             writer.releaseLock(held);
-            StateHistory.Restored restored = restore.get(30, TimeUnit.SECONDS);
-            assertEquals(good, restored.restored().version());
-            assertTrue(restored.now().version() > good);
+            StateHistory.Surgery restored = restore.get(30, TimeUnit.SECONDS);
+            assertTrue(restored.previous().version() > good); // the writer's version, what an undo goes back to
+            assertTrue(restored.version().version() > restored.previous().version());
         }
         assertEquals(bookmarks("rows", 1, "good"), bridge.get("r").completed());
         assertEquals(4, bridge.history("r", 100).size()); // good, bad, writer, and good again
@@ -101,12 +101,12 @@ class HistoryIntegrationTest {
         bridge.set("t", StatePart.EMPTY, bookmarks("rows", 1, "a"));
         StateVersion first = bridge.history("t", 1).get(0);
         bridge.set("t", StatePart.EMPTY, bookmarks("rows", 2, "b"));
-        bridge.restore("t", first.time()); // the ISO time shown in the history
+        restore(bridge, "t", first.time()); // the ISO time shown in the history
         assertEquals(bookmarks("rows", 1, "a"), bridge.get("t").completed());
-        BridgeException none = assertThrows(BridgeException.class, () -> bridge.restore("t", "2001-01-01 00:00:00"));
+        BridgeException none = assertThrows(BridgeException.class, () -> restore(bridge, "t", "2001-01-01 00:00:00"));
         assertEquals(ErrorCode.INVALID_PARAMS, none.code());
         assertTrue(none.getMessage().contains("no version at or before 2001-01-01T00:00:00.000Z"), none.getMessage());
-        BridgeException bad = assertThrows(BridgeException.class, () -> bridge.restore("t", "yesterday"));
+        BridgeException bad = assertThrows(BridgeException.class, () -> restore(bridge, "t", "yesterday"));
         assertTrue(bad.getMessage().contains("'at' must be a version"), bad.getMessage());
     }
 
@@ -117,7 +117,9 @@ class HistoryIntegrationTest {
         assertNull(bridge.get("gone"));
         List<StateVersion> kept = bridge.history("gone", 10);
         assertEquals(1, kept.size());
-        bridge.restore("gone", Long.toString(kept.get(0).version()));
+        assertTrue(assertThrows(BridgeException.class, () -> bridge.changeStreams("gone", "reset", List.of("rows"), null,
+                null, true, false)).getMessage().contains("cleared state comes back whole"));
+        restore(bridge, "gone", Long.toString(kept.get(0).version()));
         assertEquals(bookmarks("rows", 7, "x"), bridge.get("gone").completed());
     }
 
@@ -170,5 +172,10 @@ class HistoryIntegrationTest {
             assertTrue(rs.next());
             assertTrue(rs.getString(1).contains("toIntervalDay(7)"), rs.getString(1));
         }
+    }
+
+    /** The whole state as it was at {@code at}, written back as a new version (the CLI's restore --execute). */
+    private static StateHistory.Surgery restore(BridgeService bridge, String stateId, String at) {
+        return bridge.changeStreams(stateId, "restore", List.of(), at, null, true, false);
     }
 }
