@@ -2,6 +2,7 @@ package io.github.chstate.bridge;
 
 import com.fasterxml.jackson.databind.ObjectMapper;
 import io.github.chstate.bridge.clickhouse.ClickHouse;
+import io.github.chstate.bridge.clock.Clock;
 import io.github.chstate.bridge.protocol.BridgeService;
 import io.github.chstate.bridge.protocol.Dispatcher;
 import io.github.chstate.bridge.protocol.Json;
@@ -53,7 +54,7 @@ public final class Main {
     private static Thread haltAfter(Duration deadline) {
         Thread watchdog = new Thread(() -> {
             try {
-                Thread.sleep(deadline.toMillis());
+                Clock.SYSTEM.sleep(deadline);
             } catch (InterruptedException e) {
                 return;
             }

@@ -1,5 +1,6 @@
 package io.github.chstate.bridge.clickhouse;
 
+import io.github.chstate.bridge.clock.Clock;
 import com.clickhouse.client.api.Client;
 import com.clickhouse.client.api.insert.InsertResponse;
 import com.clickhouse.client.api.insert.InsertSettings;
@@ -70,10 +71,16 @@ public final class ClickHouse implements AutoCloseable {
     private final HikariDataSource pool;
     private final Settings settings;
     private final Retry retry;
+    private final Clock clock;
 
     public ClickHouse(Settings settings) {
+        this(settings, Clock.SYSTEM);
+    }
+
+    public ClickHouse(Settings settings, Clock clock) {
         this.settings = settings;
-        this.retry = new Retry(settings.retryBudget(), endpoint());
+        this.clock = clock;
+        this.retry = new Retry(settings.retryBudget(), endpoint(), clock);
         Properties driver = new Properties();
         driver.setProperty("user", settings.user());
         driver.setProperty("password", settings.password());
@@ -199,8 +206,13 @@ public final class ClickHouse implements AutoCloseable {
      * {@code setting} decides (a lock's wait): then the last failure goes to the caller. A statement under way then
      * still ends by its own timeout (query_timeout_seconds).
      */
-    public static <T> T within(Duration wait, String setting, Supplier<T> work) {
-        return Retry.until(System.nanoTime() + wait.toNanos(), setting, work);
+    public <T> T within(Duration wait, String setting, Supplier<T> work) {
+        return Retry.until(clock.nanos() + wait.toNanos(), setting, work);
+    }
+
+    /** The bridge's clock: every age, deadline and pause of the bridge is measured with it. */
+    public Clock clock() {
+        return clock;
     }
 
     /** Runs {@code work} so that all its statements together are tried again within one retry budget from now. */

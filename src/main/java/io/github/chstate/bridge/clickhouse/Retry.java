@@ -1,5 +1,6 @@
 package io.github.chstate.bridge.clickhouse;
 
+import io.github.chstate.bridge.clock.Clock;
 import com.clickhouse.client.api.ClientException;
 import com.clickhouse.client.api.ConnectionInitiationException;
 import com.clickhouse.client.api.ServerException;
@@ -70,21 +71,23 @@ final class Retry {
      */
     private static final ThreadLocal<End> END = new ThreadLocal<>();
 
-    /** At System.nanoTime {@code at}, as {@code setting} says. */
+    /** At {@link Clock#nanos} {@code at}, as {@code setting} says. */
     private record End(long at, String setting) {
     }
 
     private final Duration budget;
     private final String endpoint;
+    private final Clock clock;
     private volatile boolean reached;
 
-    Retry(Duration budget, String endpoint) {
+    Retry(Duration budget, String endpoint, Clock clock) {
         this.budget = budget;
         this.endpoint = endpoint;
+        this.clock = clock;
     }
 
     /**
-     * Runs {@code work} so that no statement in it is tried again after {@code deadline} (System.nanoTime), which
+     * Runs {@code work} so that no statement in it is tried again after {@code deadline} ({@link Clock#nanos}), which
      * {@code setting} decides, nor after an earlier end this thread already has. A statement under way then still
      * ends by its own timeout.
      */
@@ -107,7 +110,7 @@ final class Retry {
      * thread already has ({@link #until}); {@code translate} turns the last failure into ours.
      */
     <T> T run(Attempt<T> attempt, Function<Exception, BridgeException> translate) {
-        long start = System.nanoTime();
+        long start = clock.nanos();
         return until(start + budget.toNanos(), "retry_budget_seconds", () -> tryUntilEnd(attempt, translate, start));
     }
 
@@ -121,7 +124,7 @@ final class Retry {
                 return result;
             } catch (Exception e) {
                 String reason = transientReason(e);
-                Duration left = Duration.ofNanos(end.at() - System.nanoTime());
+                Duration left = Duration.ofNanos(end.at() - clock.nanos());
                 if (reason == null || !reached && isConnectFailure(e) || left.compareTo(pause) < 0) {
                     BridgeException failure = translate.apply(e);
                     if (reason == null || !reached && isConnectFailure(e)) {
@@ -129,11 +132,11 @@ final class Retry {
                     }
                     throw new BridgeException(failure.code(), failure.getMessage() + " Tried "
                             + (tries == 1 ? "once" : tries + " times") + " in "
-                            + (System.nanoTime() - start) / 1_000_000_000 + " s (" + end.setting() + ").", e);
+                            + (clock.nanos() - start) / 1_000_000_000 + " s (" + end.setting() + ").", e);
                 }
                 log.warn("A statement to ClickHouse at {} failed ({}); trying again in {} ms, for up to {} s more.",
                         endpoint, reason, pause.toMillis(), left.toSeconds());
-                if (!sleep(pause)) {
+                if (!pause(pause)) {
                     throw translate.apply(e);
                 }
                 pause = pause.multipliedBy(2).compareTo(LONGEST_PAUSE) > 0 ? LONGEST_PAUSE : pause.multipliedBy(2);
@@ -189,9 +192,9 @@ final class Retry {
     }
 
     /** False when interrupted: then no more tries. */
-    private static boolean sleep(Duration pause) {
+    private boolean pause(Duration pause) {
         try {
-            Thread.sleep(pause.toMillis());
+            clock.sleep(pause);
             return true;
         } catch (InterruptedException e) {
             Thread.currentThread().interrupt();

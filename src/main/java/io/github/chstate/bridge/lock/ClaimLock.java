@@ -43,9 +43,9 @@ public final class ClaimLock extends KeepingLock {
         // Re-claim well before the claim could be taken for stale while it waits in line.
         long reclaimAfter = staleAfter.toNanos() / 2;
         long deadline = start + wait.toNanos();
-        long claimedAt = System.nanoTime(); // before the insert: the row's own time is later, so this errs on the safe side
+        long claimedAt = clock.nanos(); // before the insert: the row's own time is later, so this errs on the safe side
         String mine = claim(stateId, tokens.get());
-        long checkedAt = System.nanoTime();
+        long checkedAt = clock.nanos();
         List<String> live = liveClaims(stateId);
         while (live.isEmpty() || !live.get(0).equals(mine)) {
             if (!live.isEmpty()) {
@@ -56,17 +56,17 @@ public final class ClaimLock extends KeepingLock {
                     throw e;
                 }
             }
-            if (System.nanoTime() + retry.toNanos() > deadline) {
+            if (clock.nanos() + retry.toNanos() > deadline) {
                 free(stateId, mine);
                 throw gaveUp(stateId, wait, live.isEmpty() ? "" : live.get(0));
             }
             sleep(retry);
-            if (System.nanoTime() - claimedAt > reclaimAfter) {
+            if (clock.nanos() - claimedAt > reclaimAfter) {
                 free(stateId, mine);
-                claimedAt = System.nanoTime();
+                claimedAt = clock.nanos();
                 mine = claim(stateId, tokens.get());
             }
-            checkedAt = System.nanoTime();
+            checkedAt = clock.nanos();
             live = liveClaims(stateId);
         }
         return new Grant(stateId, mine, run, claimedAt, live.size() > 1, checkedAt);
@@ -101,7 +101,7 @@ public final class ClaimLock extends KeepingLock {
         if (!live.isEmpty()) {
             return live.get(0).equals(grant.row) ? null : live.get(0);
         }
-        String fresh = claim(grant.stateId, grant.run != null ? grant.run.newToken() : UUID.randomUUID().toString());
+        String fresh = claim(grant.stateId, grant.run != null ? grant.run.newToken(clock.wallMillis()) : UUID.randomUUID().toString());
         Long others = ch.queryOne("SELECT count() FROM " + tables.claims + " WHERE state_id = " + id + " AND token NOT "
                 + "IN (" + row + ", " + Sql.literal(fresh) + ") AND kind = 'claim' AND at >= (SELECT max(at) FROM " + tables.claims
                 + " WHERE state_id = " + id + " AND token = " + row + ")", rs -> rs.getLong(1));

@@ -60,7 +60,7 @@ public final class KeeperLock extends KeepingLock {
             letTheWaiterIn(stateId, retry);
         }
         while (true) {
-            long takenAt = System.nanoTime();
+            long takenAt = clock.nanos();
             String owner = tryTake(stateId, token);
             if (token.equals(owner)) {
                 return new Grant(stateId, token, run, takenAt, false, takenAt);
@@ -69,7 +69,7 @@ public final class KeeperLock extends KeepingLock {
             if (owner != null && !owner.isEmpty()) {
                 onHolder.accept(owner);
             }
-            if (System.nanoTime() + retry.toNanos() > deadline) {
+            if (clock.nanos() + retry.toNanos() > deadline) {
                 throw gaveUp(stateId, wait, owner);
             }
             sleep(retry);
@@ -83,10 +83,10 @@ public final class KeeperLock extends KeepingLock {
      */
     private void letTheWaiterIn(String stateId, Duration retry) {
         markWanted(stateId); // then we are the one waiting, and the waiter will yield to us in turn
-        long until = System.nanoTime() + retry.plus(YIELD_AT_MOST).toNanos();
+        long until = clock.nanos() + retry.plus(YIELD_AT_MOST).toNanos();
         do {
             sleep(retry);
-        } while ("".equals(owner(stateId, null)) && System.nanoTime() < until);
+        } while ("".equals(owner(stateId, null)) && clock.nanos() < until);
     }
 
     /**

@@ -1,5 +1,6 @@
 package io.github.chstate.bridge.lock;
 
+import io.github.chstate.bridge.clock.Clock;
 import io.github.chstate.bridge.clickhouse.ClickHouse;
 import io.github.chstate.bridge.error.BridgeException;
 import io.github.chstate.bridge.error.ErrorCode;
@@ -47,7 +48,7 @@ public abstract class KeepingLock implements StateLock {
         final long checkedAt;
         /** The token in the table: the claims lock takes a lost-but-untaken lock again under a new one. */
         volatile String row;
-        /** When a statement last showed the lock this bridge's, sent at (System.nanoTime); ages err on the safe side. */
+        /** When a statement last showed the lock this bridge's, sent at (Clock.nanos); ages err on the safe side. */
         volatile long confirmedAt;
         /** Why the grant is no longer this bridge's, once a statement showed that; then nothing is written under it. */
         volatile String lost;
@@ -81,6 +82,7 @@ public abstract class KeepingLock implements StateLock {
     }
 
     protected final ClickHouse ch;
+    protected final Clock clock;
     protected final LockTables tables;
     protected final Duration staleAfter;
     /** Every grant not yet freed in the table (held, kept or leased), by token. */
@@ -97,6 +99,7 @@ public abstract class KeepingLock implements StateLock {
 
     protected KeepingLock(ClickHouse ch, LockTables tables, Duration staleAfter) {
         this.ch = ch;
+        this.clock = ch.clock();
         this.tables = tables;
         this.staleAfter = staleAfter;
         timer.setExecuteExistingDelayedTasksAfterShutdownPolicy(false); // close() frees what is kept itself
@@ -110,7 +113,7 @@ public abstract class KeepingLock implements StateLock {
 
     /**
      * Takes the lock in the table under tokens from {@code tokens}, trying every {@code retry} until {@code wait}
-     * after {@code start} (System.nanoTime), then throws {@link #gaveUp}. After each failed try, {@code onHolder} gets
+     * after {@code start} (Clock.nanos), then throws {@link #gaveUp}. After each failed try, {@code onHolder} gets
      * the token of whoever holds the lock; it may throw to stop waiting. {@code justYielded}: this bridge freed it a
      * moment ago for someone waiting.
      */
@@ -158,11 +161,11 @@ public abstract class KeepingLock implements StateLock {
                 lease.writing.unlock();
             }
         }
-        return ClickHouse.within(wait, "lock_wait_seconds", () -> acquireFresh(stateId, retry, wait));
+        return ch.within(wait, "lock_wait_seconds", () -> acquireFresh(stateId, retry, wait));
     }
 
     private String acquireFresh(String stateId, Duration retry, Duration wait) {
-        long start = System.nanoTime();
+        long start = clock.nanos();
         boolean yielded = false;
         Grant keptGrant = takeKept(stateId, wait);
         if (keptGrant != null) {
@@ -235,7 +238,7 @@ public abstract class KeepingLock implements StateLock {
         if (leases.containsKey(stateId)) {
             return;
         }
-        ClickHouse.within(wait, "lock_wait_seconds", () -> {
+        ch.within(wait, "lock_wait_seconds", () -> {
             takeLease(stateId, run, retry, wait);
             return null;
         });
@@ -247,7 +250,7 @@ public abstract class KeepingLock implements StateLock {
             freeGranted(keptGrant);
         }
         long[] fenceUntil = {0};
-        Grant lease = take(stateId, run::newToken, run, retry, wait, System.nanoTime(), false, holder -> {
+        Grant lease = take(stateId, () -> run.newToken(clock.wallMillis()), run, retry, wait, clock.nanos(), false, holder -> {
             Run.Holder other = Run.holder(holder);
             if (other == null) {
                 return; // a plain lock (a `meltano state` command): wait for it
@@ -263,15 +266,15 @@ public abstract class KeepingLock implements StateLock {
                     other.run().equals(run.id()) ? " (this same run, whose earlier bridge died)" : " (--force)");
             evict(stateId, holder);
             long left = ago == null ? 0 : staleAfter.minus(ago).toNanos();
-            fenceUntil[0] = Math.max(fenceUntil[0], System.nanoTime() + left);
+            fenceUntil[0] = Math.max(fenceUntil[0], clock.nanos() + left);
         });
         leases.put(stateId, lease);
         live.put(lease.token, lease);
         long every = staleAfter.toNanos() / 3;
         // The first renewal counts from when the lock was last shown ours (a claim may have waited in line since).
-        long first = Math.max(0, lease.confirmedAt + every - System.nanoTime());
+        long first = Math.max(0, lease.confirmedAt + every - clock.nanos());
         lease.renewal = timer.scheduleWithFixedDelay(() -> renewLease(lease), first, every, TimeUnit.NANOSECONDS);
-        long wait0 = fenceUntil[0] - System.nanoTime();
+        long wait0 = fenceUntil[0] - clock.nanos();
         if (wait0 > 0) {
             log.warn("Waiting {} s until the displaced run's lease on '{}' is stale: it writes nothing after that.",
                     wait0 / 1_000_000_000.0, stateId);
@@ -298,7 +301,7 @@ public abstract class KeepingLock implements StateLock {
     /** Asks the table whether the grant is still this bridge's, extending it if so; records the answer. */
     private void confirm(Grant grant) {
         synchronized (grant) {
-            long sentAt = System.nanoTime();
+            long sentAt = clock.nanos();
             String holder = renew(grant);
             if (holder == null) {
                 grant.confirmedAt = sentAt;
@@ -310,7 +313,7 @@ public abstract class KeepingLock implements StateLock {
                     : "another process";
             grant.lost = (grant.run != null ? "The run lease on state id '" + grant.stateId + "' was taken over by "
                     : "The lock on state id '" + grant.stateId + "' went stale and was taken by ") + who
-                    + " (noticed at " + Instant.now() + "): this bridge writes no more state of it, and the newest "
+                    + " (noticed at " + Instant.ofEpochMilli(clock.wallMillis()) + "): this bridge writes no more state of it, and the newest "
                     + "bookmark it kept back was not written; the stored one stays as it was.";
             log.warn(grant.lost);
         }
@@ -334,7 +337,7 @@ public abstract class KeepingLock implements StateLock {
     /** Throws unless the grant is still this bridge's, confirming it first when its last confirmation is that old. */
     private void requireOwn(String token, long confirmWhenOlderNanos) {
         Grant grant = liveGrant(token);
-        if (grant.lost == null && System.nanoTime() - grant.confirmedAt >= confirmWhenOlderNanos) {
+        if (grant.lost == null && clock.nanos() - grant.confirmedAt >= confirmWhenOlderNanos) {
             confirm(grant);
         }
         if (grant.lost != null) {
@@ -399,7 +402,7 @@ public abstract class KeepingLock implements StateLock {
             live.remove(grant.token, grant);
         } catch (BridgeException e) {
             // Kept while it may still be ours: for what it kept back, or only to free it while it is not stale yet.
-            boolean mayBeOurs = !written || System.nanoTime() - grant.confirmedAt < staleAfter.toNanos();
+            boolean mayBeOurs = !written || clock.nanos() - grant.confirmedAt < staleAfter.toNanos();
             if (grant.lost == null && grant.run == null && !timer.isShutdown() && mayBeOurs) {
                 keep(grant, staleAfter.dividedBy(3));
             } else {
@@ -532,9 +535,9 @@ public abstract class KeepingLock implements StateLock {
                 + "run uses it, the lock goes stale after " + staleAfter.toMillis() / 1000.0 + " s; try again.");
     }
 
-    protected static void sleep(Duration d) {
+    protected void sleep(Duration d) {
         try {
-            Thread.sleep(d.toMillis());
+            clock.sleep(d);
         } catch (InterruptedException e) {
             Thread.currentThread().interrupt();
             throw new BridgeException(ErrorCode.LOCK_NOT_ACQUIRED, "Interrupted while waiting for a lock.");

@@ -33,11 +33,11 @@ public record Run(String id, String host, long pid, String command, boolean forc
         }
     }
 
-    /** A new token for a lease of this run taken now. */
-    String newToken() {
+    /** A new token for a lease of this run taken at {@code nowMillis}. */
+    String newToken(long nowMillis) {
         try {
             return JSON.writeValueAsString(new Token(UUID.randomUUID().toString(), id, host, pid, command,
-                    System.currentTimeMillis()));
+                    nowMillis));
         } catch (JsonProcessingException e) {
             throw new IllegalStateException(e);
         }

@@ -4,6 +4,6 @@
  * single node, {@link io.github.chstate.bridge.lock.KeeperLock} everywhere KeeperMap runs), the kept-lock wrapper
  * both extend ({@link io.github.chstate.bridge.lock.KeepingLock}), their tables and the choice between them ({@link
  * io.github.chstate.bridge.lock.Locks}). Why each grants one holder at a time: docs/lock.md. Imports {@code
- * clickhouse}, {@code config} and {@code error}; never {@code store}.
+ * clickhouse}, {@code config}, {@code clock} and {@code error}; never {@code store}.
  */
 package io.github.chstate.bridge.lock;

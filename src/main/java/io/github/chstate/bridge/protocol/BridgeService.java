@@ -268,7 +268,7 @@ public final class BridgeService implements BridgeApi, AutoCloseable {
     @Override
     public synchronized void close() {
         if (clickHouse != null) {
-            ClickHouse.within(closeDeadline(), "the bridge's close deadline, 5 s + retry_budget_seconds", () -> {
+            clickHouse.within(closeDeadline(), "the bridge's close deadline, 5 s + retry_budget_seconds", () -> {
                 lock.close();
                 return null;
             });

@@ -54,11 +54,11 @@ public final class Checkup {
     private void all() {
         Server server;
         try {
-            long before = System.currentTimeMillis();
+            long before = ch.clock().wallMillis();
             server = ch.queryOne("SELECT version(), currentUser(), toUnixTimestamp64Milli(now64(3)), (SELECT count() "
                     + "FROM system.settings WHERE name = 'cloud_mode' AND value = '1')", rs -> new Server(
                     rs.getString(1), rs.getString(2),
-                    rs.getLong(3) - (before + System.currentTimeMillis()) / 2, rs.getLong(4) > 0));
+                    rs.getLong(3) - (before + ch.clock().wallMillis()) / 2, rs.getLong(4) > 0));
         } catch (BridgeException e) {
             lines.add(Line.failed(e));
             return;

@@ -1,5 +1,6 @@
 package io.github.chstate.bridge.store;
 
+import io.github.chstate.bridge.clock.Clock;
 import com.fasterxml.jackson.databind.ObjectMapper;
 import io.github.chstate.bridge.clickhouse.ClickHouse;
 import io.github.chstate.bridge.clickhouse.RowBinary;
@@ -60,7 +61,7 @@ public final class StateStore {
      * What this bridge knows of an id under the lock {@code token}: the newest stored version, and the newest state
      * (null until read or set), which is {@code pending} while it is set but not yet written.
      *
-     * @param writtenAt when this bridge last wrote the id under the token (System.nanoTime), or null
+     * @param writtenAt when this bridge last wrote the id under the token ({@link Clock#nanos}), or null
      */
     private record Known(String token, long versionMillis, StoredState state, boolean pending, Long writtenAt) {
     }
@@ -135,7 +136,7 @@ public final class StateStore {
         if (last != null && !last.token.equals(token)) {
             last = null;
         }
-        if (last != null && last.writtenAt != null && System.nanoTime() - last.writtenAt < writeIntervalNanos) {
+        if (last != null && last.writtenAt != null && ch.clock().nanos() - last.writtenAt < writeIntervalNanos) {
             known.put(id, new Known(token, last.versionMillis, state, true, last.writtenAt));
             return;
         }
@@ -165,7 +166,7 @@ public final class StateStore {
      * every stored one ({@link #insertAbove}).
      */
     private synchronized void write(StoredState state, String token, long newestKnown) {
-        long startedAt = System.nanoTime();
+        long startedAt = ch.clock().nanos();
         long version = insertAbove(List.of(state), newestKnown, token);
         known.put(state.stateId(), new Known(token, version, state, false, startedAt));
         failedWrites.remove(state.stateId()); // written after all: nothing to say

@@ -156,7 +156,7 @@ public final class Tables {
      */
     private Probe probe(ClickHouse ch) {
         String db = Sql.literal(schema);
-        long before = System.nanoTime();
+        long before = ch.clock().nanos();
         List<TableRow> rows = ch.query("SELECT version(), toUnixTimestamp64Milli(now64(3)), "
                 + "(SELECT count() FROM system.settings WHERE name = 'cloud_mode' AND value = '1'), t.name, t.engine, "
                 + "t.create_table_query, (SELECT arrayStringConcat(groupArray(name), ',') FROM system.columns WHERE "
@@ -164,7 +164,7 @@ public final class Tables {
                 + "create_table_query FROM system.tables WHERE database = " + db + " AND name IN ("
                 + Sql.literal(stateName) + ", " + Sql.literal(locks.claimsName) + ", " + Sql.literal(locks.keeperLockName) + ", "
                 + Sql.literal(historyName) + ", " + Sql.literal(historyViewName) + ") UNION ALL SELECT '', '', '') AS t",
-                rs -> new TableRow(rs.getString(1), new ServerClock(rs.getLong(2), before), rs.getLong(3) > 0,
+                rs -> new TableRow(rs.getString(1), new ServerClock(rs.getLong(2), before, ch.clock()), rs.getLong(3) > 0,
                         rs.getString(4), rs.getString(5), rs.getString(6), rs.getString(7)));
         String stateEngine = "", stateCreate = "", claimsEngine = "", historyCreate = "";
         boolean keeperLockExists = false, historyViewExists = false;
