@@ -1,6 +1,5 @@
 package io.github.chstate.bridge.clickhouse;
 
-import io.github.chstate.bridge.clock.Clock;
 import com.clickhouse.client.api.Client;
 import com.clickhouse.client.api.insert.InsertResponse;
 import com.clickhouse.client.api.insert.InsertSettings;
@@ -12,6 +11,7 @@ import com.clickhouse.jdbc.Driver;
 import com.zaxxer.hikari.HikariConfig;
 import com.zaxxer.hikari.HikariDataSource;
 import com.zaxxer.hikari.pool.HikariPool;
+import io.github.chstate.bridge.clock.Clock;
 import io.github.chstate.bridge.config.Settings;
 import io.github.chstate.bridge.error.BridgeException;
 import io.github.chstate.bridge.error.ErrorCode;

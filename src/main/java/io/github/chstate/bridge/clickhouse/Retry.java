@@ -1,9 +1,9 @@
 package io.github.chstate.bridge.clickhouse;
 
-import io.github.chstate.bridge.clock.Clock;
 import com.clickhouse.client.api.ClientException;
 import com.clickhouse.client.api.ConnectionInitiationException;
 import com.clickhouse.client.api.ServerException;
+import io.github.chstate.bridge.clock.Clock;
 import io.github.chstate.bridge.error.BridgeException;
 import org.slf4j.Logger;
 import org.slf4j.LoggerFactory;

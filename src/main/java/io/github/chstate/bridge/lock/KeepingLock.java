@@ -1,7 +1,7 @@
 package io.github.chstate.bridge.lock;
 
-import io.github.chstate.bridge.clock.Clock;
 import io.github.chstate.bridge.clickhouse.ClickHouse;
+import io.github.chstate.bridge.clock.Clock;
 import io.github.chstate.bridge.error.BridgeException;
 import io.github.chstate.bridge.error.ErrorCode;
 import org.slf4j.Logger;

@@ -1,10 +1,10 @@
 package io.github.chstate.bridge.store;
 
-import io.github.chstate.bridge.clock.Clock;
 import com.fasterxml.jackson.databind.ObjectMapper;
 import io.github.chstate.bridge.clickhouse.ClickHouse;
 import io.github.chstate.bridge.clickhouse.RowBinary;
 import io.github.chstate.bridge.clickhouse.Sql;
+import io.github.chstate.bridge.clock.Clock;
 import io.github.chstate.bridge.error.BridgeException;
 import io.github.chstate.bridge.error.ErrorCode;
 import io.github.chstate.bridge.lock.StateLock;
