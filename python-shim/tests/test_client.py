@@ -142,6 +142,21 @@ def test_a_bridge_killed_before_its_exit_leaves_no_archive(clickhouse, archive):
     assert _ours(archive.parent) == []
 
 
+def test_a_bridge_killed_from_outside_leaves_the_archive_to_the_next(clickhouse, archive):
+    """A SIGKILL (the OOM killer, the shim stopping a hung bridge) says nothing of the archive the bridge started with:
+    it is kept, and the next bridge maps it instead of writing a new one."""
+    _connected_bridge(clickhouse).stop()
+    assert archive.is_file()
+    bridge = process.BridgeProcess()
+    client = JsonRpcClient(bridge)
+    client.call("ping")
+    os.kill(bridge.pid, signal.SIGKILL)
+    with pytest.raises(BridgeDiedError) as error:
+        client.call("ping")
+    assert "exit code -9" in str(error.value) and "removed" not in str(error.value), error.value
+    assert archive.is_file()
+
+
 def test_a_damaged_archive_is_reported_and_removed(clickhouse, archive):
     _connected_bridge(clickhouse).stop()
     archive.write_bytes(archive.read_bytes()[: archive.stat().st_size // 3])  # as a full disk would leave it

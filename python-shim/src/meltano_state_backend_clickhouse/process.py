@@ -7,6 +7,7 @@ import os
 import queue
 import pathlib
 import shlex
+import signal
 import subprocess
 import tempfile
 import threading
@@ -202,7 +203,8 @@ class BridgeProcess:
         if "UnsupportedClassVersionError" in tail:
             return f"the Java runtime {self.java.path} is too old: the ClickHouse state backend needs Java 17 or newer: {runtime.INSTALL}"
         why = f"exit code {code}" + (f"; its last output: {self._stderr_tail[-1]}" if self._stderr_tail else "")
-        if code != 0 and self._archive_used is not None:
+        killed = code in (-signal.SIGKILL, -signal.SIGTERM)  # from outside: that says nothing of the archive
+        if code != 0 and not killed and not self.initialized and self._archive_used is not None:
             # A damaged archive crashes Java 17 at start: drop it, the next bridge writes a new one.
             self._archive_used.unlink(missing_ok=True)
             why += f" (its class data archive {self._archive_used} was removed in case it was damaged)"
