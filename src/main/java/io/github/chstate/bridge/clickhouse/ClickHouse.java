@@ -74,12 +74,8 @@ public final class ClickHouse implements AutoCloseable {
     private final Clock clock;
 
     public ClickHouse(Settings settings) {
-        this(settings, Clock.SYSTEM);
-    }
-
-    public ClickHouse(Settings settings, Clock clock) {
         this.settings = settings;
-        this.clock = clock;
+        this.clock = Clock.SYSTEM;
         this.retry = new Retry(settings.retryBudget(), endpoint(), clock);
         Properties driver = new Properties();
         driver.setProperty("user", settings.user());

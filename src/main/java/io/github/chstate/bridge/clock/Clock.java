@@ -4,9 +4,10 @@ import java.time.Duration;
 
 /**
  * The bridge's one source of time, as HikariCP's {@code ClockSource}: a monotonic clock for ages and deadlines, the
- * wall clock for times people read or rows carry, and the pause between tries. {@code ClickHouse} is given it
- * ({@link #SYSTEM} unless a test gives another), and everything that measures or waits takes it from there
- * ({@code ClickHouse.clock()}). The lock's timer (frees and renewals later) runs on real time.
+ * wall clock for times people read or rows carry, and the pause between tries. {@code ClickHouse} holds it
+ * ({@link #SYSTEM}), and everything that measures or waits takes it from there ({@code ClickHouse.clock()}); a test
+ * gives its own to the class it drives ({@code RetryTest}). The lock's timer (frees and renewals later) runs on
+ * real time.
  */
 public interface Clock {
     /** Monotonic nanoseconds, as {@link System#nanoTime}: only differences mean anything. */
