@@ -56,10 +56,13 @@ public final class StateHistory {
     private record HistoryRow(long version, byte[] partial, byte[] completed) {
     }
 
-    /** The newest {@code limit} rows at or before {@code atMostMillis}, and one more: what the oldest of them changed. */
+    /**
+     * The newest {@code limit} rows at or before {@code atMostMillis}, and one more: what the oldest of them changed.
+     * A row stored twice (an insert sent again while its first try still ran) is one version.
+     */
     private List<HistoryRow> historyRows(String stateId, int limit, long atMostMillis) {
         requireHistory();
-        return ch.queryRowBinary("SELECT toUnixTimestamp64Milli(updated_at), partial_state, completed_state FROM "
+        return ch.queryRowBinary("SELECT DISTINCT toUnixTimestamp64Milli(updated_at), partial_state, completed_state FROM "
                 + tables.history + " WHERE state_id = " + Sql.literal(stateId) + (atMostMillis == Long.MAX_VALUE ? ""
                 : " AND updated_at <= fromUnixTimestamp64Milli(" + atMostMillis + ")") + " ORDER BY updated_at DESC LIMIT "
                 + (limit + 1) + deployment.readClause(),

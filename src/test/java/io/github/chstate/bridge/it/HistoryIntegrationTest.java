@@ -75,6 +75,23 @@ class HistoryIntegrationTest {
     }
 
     @Test
+    void aWriteStoredTwiceIsOneVersion() throws Exception {
+        // Two tries of one INSERT that ran at the same time both pass its version check (neither sees the other's row)
+        bridge.set("twice", StatePart.EMPTY, bookmarks("rows", 1, "a"));
+        long first = bridge.history("twice", 1).get(0).version();
+        try (Connection c = ClickHouseEndpoint.jdbc(settings); Statement s = c.createStatement()) {
+            for (int copy = 0; copy < 2; copy++) {
+                s.execute("INSERT INTO `" + settings.get("schema") + "`.state VALUES ('twice', NULL, "
+                        + "'{\"singer_state\":{\"bookmarks\":{\"rows\":{\"id\":2}}}}', fromUnixTimestamp64Milli("
+                        + (first + 1) + "))");
+            }
+        }
+        List<StateVersion> versions = bridge.history("twice", 10);
+        assertEquals(List.of(first + 1, first), versions.stream().map(StateVersion::version).toList());
+        assertEquals(List.of("other", "rows"), versions.get(0).changed());
+    }
+
+    @Test
     void restoreWritesAnOldVersionBackAsANewOneUnderTheLockAndKeepsEveryVersion() throws Exception {
         bridge.set("r", StatePart.EMPTY, bookmarks("rows", 1, "good"));
         long good = bridge.history("r", 1).get(0).version();
