@@ -534,7 +534,7 @@ def test_a_run_survives_a_clickhouse_restart_in_its_middle(installed_project, tm
     output = "".join(lines) + run.communicate(timeout=240)[0]
     assert run.returncode == 0, output
     assert meltano.state()["singer_state"]["bookmarks"]["rows"]["replication_key_value"] == 300
-    # Every stored version of the state is a different state, with a different version: a re-sent insert was dropped.
+    # Every stored version of the state is a different state, with a different version: a re-sent insert stored nothing.
     # (Background merges may already have removed older rows; they never add any.)
     [counts] = meltano.query(f"SELECT count() AS n, uniqExact(updated_at) AS versions, uniqExact(completed_state) AS "
                              f"states FROM `{meltano.schema}`.state WHERE state_id = '{STATE_ID}'")
