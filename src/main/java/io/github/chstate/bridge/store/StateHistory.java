@@ -125,8 +125,10 @@ public final class StateHistory {
         }
         String token = lock.acquire(stateId, retry, wait);
         try {
-            StateSurgery.Planned planned = plan(stateId, action, store.get(stateId));
-            List<StateVersion> before = history(stateId, 1);
+            StoredState current = store.get(stateId);
+            StateSurgery.Planned planned = plan(stateId, action, current);
+            // What an undo goes back to; none for a cleared state brought back (its undo is a clear)
+            List<StateVersion> before = current == null ? List.of() : history(stateId, 1);
             store.writeUnderLock(planned.state(), token);
             return new Surgery(stateId, planned.changes(), true, history(stateId, 1).get(0),
                     before.isEmpty() ? null : before.get(0), warning);

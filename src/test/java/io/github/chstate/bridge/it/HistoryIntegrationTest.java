@@ -136,7 +136,7 @@ class HistoryIntegrationTest {
         assertEquals(1, kept.size());
         assertTrue(assertThrows(BridgeException.class, () -> bridge.changeStreams("gone", "reset", List.of("rows"), null,
                 null, true, false)).getMessage().contains("cleared state comes back whole"));
-        restore(bridge, "gone", Long.toString(kept.get(0).version()));
+        assertNull(restore(bridge, "gone", Long.toString(kept.get(0).version())).previous()); // its undo is a clear
         assertEquals(bookmarks("rows", 7, "x"), bridge.get("gone").completed());
     }
 
