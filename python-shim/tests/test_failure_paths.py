@@ -2,6 +2,7 @@
 call ends within its bound, says what went wrong, and leaves no grant, pending state or session behind."""
 from __future__ import annotations
 
+import logging
 import time
 
 import pytest
@@ -12,6 +13,7 @@ from meltano_state_backend_clickhouse.backend import ClickHouseStateBackendError
 
 UNKNOWN_TABLE = 60  # a failure that does not pass: never tried again
 NETWORK_ERROR = 210  # one that does
+ACCESS_DENIED = 497
 
 
 def _manager(local_clickhouse, schema, **settings) -> ClickhouseStateStoreManager:
@@ -104,3 +106,30 @@ def test_an_insert_whose_answer_was_lost_is_stored_once(local_clickhouse, schema
         rows = endpoint.select(f"SELECT completed_state FROM `{schema}`.state WHERE state_id = 'once' ORDER BY updated_at")
         assert [r["completed_state"] for r in rows] == ['{"n":1}', '{"n":2}']
         assert len(m.history("once")) == 2
+
+
+@pytest.mark.bridge_only
+def test_a_user_who_may_not_alter_the_table_still_works_and_is_told_what_an_admin_should_run(local_clickhouse, schema,
+                                                                                              caplog):
+    """A table an earlier bridge gave the deduplication window: the bridge takes it off when it opens the table. A
+    runtime user without ALTER (code 497) must not be locked out by that: the bridge says what to run and goes on."""
+    local_clickhouse.start()
+    endpoint = Endpoint(local_clickhouse.url_with_credentials)
+    endpoint.execute(f"CREATE DATABASE `{schema}`")
+    endpoint.execute(f"CREATE TABLE `{schema}`.state (state_id String, partial_state Nullable(String), completed_state "
+                     "Nullable(String), updated_at DateTime64(3) DEFAULT now64(3)) ENGINE = ReplacingMergeTree(updated_at) "
+                     "ORDER BY state_id SETTINGS non_replicated_deduplication_window = 1000")
+    local_clickhouse.faults(fail_matching="RESET SETTING", fail_code=ACCESS_DENIED)
+    with caplog.at_level(logging.WARNING, logger="meltano_state_backend_clickhouse.bridge"):
+        with ClickhouseStateStoreManager(uri=endpoint.state_uri(), schema=schema) as m:
+            m.set(MeltanoState("restricted", {}, {"n": 1}))
+            assert m.get("restricted").completed_state == {"n": 1}
+    assert f"have an admin run: ALTER TABLE `{schema}`.`state` RESET SETTING non_replicated_deduplication_window" \
+        in caplog.text, caplog.text
+    local_clickhouse.faults(fail_matching="")
+    # an admin's bridge takes the window off (other settings: a bridge of its own, which opens the table afresh)
+    with ClickhouseStateStoreManager(uri=endpoint.state_uri(), schema=schema, table="state") as m:
+        m.get("restricted")
+    [table] = endpoint.select(f"SELECT create_table_query AS q FROM system.tables WHERE database = '{schema}' "
+                              "AND name = 'state'")
+    assert "deduplication_window" not in table["q"], table["q"]

@@ -5,6 +5,7 @@ import email.policy
 import gzip
 import hmac
 import json
+import re
 import threading
 import time
 import uuid
@@ -29,14 +30,16 @@ HANDLER_PARAMS = {
 _STATUS = {194: 401, 192: 403, 193: 403, 516: 403, 497: 403, 62: 400, 6: 400, 27: 400, 36: 400, 53: 400,
            117: 400, 60: 404, 46: 404, 47: 404, 50: 404, 56: 404, 81: 404, 115: 404, 73: 404, 48: 501,
            159: 408, 209: 503}
-_ERROR_NAMES = {516: "AUTHENTICATION_FAILED", 210: "NETWORK_ERROR", 242: "TABLE_IS_READ_ONLY", 999: "KEEPER_EXCEPTION",
+_ERROR_NAMES = {497: "ACCESS_DENIED", 516: "AUTHENTICATION_FAILED", 210: "NETWORK_ERROR", 242: "TABLE_IS_READ_ONLY", 999: "KEEPER_EXCEPTION",
                 159: "TIMEOUT_EXCEEDED", 209: "SOCKET_TIMEOUT", 3: "UNEXPECTED_END_OF_FILE"}
 
 
 class Faults:
     """Switches for reliability tests, set through POST /__faults__ with a JSON object. The next queries: fail_next
     fail with fail_code; drop_next lose their connection before they run; lose_answer_next run, then lose their
-    connection before the answer (as when a network or proxy fails after the server got the query)."""
+    connection before the answer (as when a network or proxy fails after the server got the query). Every query that
+    fail_matching (a regular expression, "" for none) finds in fails with fail_code, e.g. a statement the user may not
+    run."""
 
     def __init__(self):
         self._lock = threading.Lock()
@@ -44,6 +47,7 @@ class Faults:
         self.fail_code = 210
         self.drop_next = 0
         self.lose_answer_next = 0
+        self.fail_matching = ""
         self.latency_ms = 0
 
     def update(self, spec: dict):
@@ -52,7 +56,13 @@ class Faults:
             self.fail_code = int(spec.get("fail_code", self.fail_code))
             self.drop_next = int(spec.get("drop_next", self.drop_next))
             self.lose_answer_next = int(spec.get("lose_answer_next", self.lose_answer_next))
+            self.fail_matching = str(spec.get("fail_matching", self.fail_matching))
             self.latency_ms = int(spec.get("latency_ms", self.latency_ms))
+
+    def refusal(self, query: str) -> int | None:
+        """The code a query fails with because fail_matching finds in it, else None."""
+        with self._lock:
+            return self.fail_code if self.fail_matching and re.search(self.fail_matching, query) else None
 
     def take(self):
         """What to do to the next query: None, "drop", "lose_answer" or an error code."""
@@ -206,6 +216,10 @@ class Handler(BaseHTTPRequestHandler):
             body = _decode_body(body, self.headers.get("Content-Encoding"))
         if "query" in params:  # as a real server: the parameter, a line break, then the body
             body = params["query"].encode() + b"\n" + body
+        refused = self.server.faults.refusal(body.decode("utf-8", "replace"))
+        if refused is not None:
+            raise ClickHouseError(refused, f"Code: {refused}. DB::Exception: Injected fault. "
+                                           f"({_ERROR_NAMES.get(refused, 'INJECTED_FAULT')})")
         database = self.headers.get("X-ClickHouse-Database") or params.get("database") or "default"
         fmt = self.headers.get("X-ClickHouse-Format") or params.get("default_format") or "TabSeparated"
         settings = {k: v for k, v in params.items() if k not in HANDLER_PARAMS and not k.startswith("param_")}

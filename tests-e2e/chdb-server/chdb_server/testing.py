@@ -93,7 +93,7 @@ class LocalClickHouse(_Child):
         return self.start()
 
     def faults(self, **spec):
-        """fail_next=N, fail_code=C, drop_next=N, lose_answer_next=N, latency_ms=MS: see chdb_server.server.Faults."""
+        """fail_next=N, fail_code=C, drop_next=N, lose_answer_next=N, fail_matching=RE, latency_ms=MS: see chdb_server.server.Faults."""
         request = urllib.request.Request(self.url + "/__faults__", data=json.dumps(spec).encode(), method="POST")
         urllib.request.urlopen(request, timeout=10).read()
 
@@ -114,6 +114,12 @@ class Endpoint:
         self.user = urllib.parse.unquote(parts.username or "default")
         self.password = urllib.parse.unquote(parts.password or "")
         self.http_url = f"{parts.scheme}://{self.host}:{self.port}"
+
+    def execute(self, sql: str) -> None:
+        """Runs a statement that returns no rows."""
+        request = urllib.request.Request(self.http_url + "/", data=sql.encode(), headers={
+            "X-ClickHouse-User": self.user, "X-ClickHouse-Key": self.password})
+        urllib.request.urlopen(request, timeout=30).read()
 
     def select(self, sql: str) -> list[dict]:
         """The rows of a query, each a dict (FORMAT JSONEachRow is added)."""

@@ -46,6 +46,11 @@ public final class ServerErrors {
         return false;
     }
 
+    /** Whether the user may not run the statement: code 497 (ACCESS_DENIED). */
+    public static boolean isAccessDenied(Throwable e) {
+        return Integer.valueOf(497).equals(code(e));
+    }
+
     /**
      * Whether a statement lost a Keeper compare-and-set under {@code keeper_map_strict_mode}: code 999 with "Node
      * exists" (a create of an existing row) or "Bad version" (the row changed between the server's read and write).

@@ -1,11 +1,14 @@
 package io.github.chstate.bridge.store;
 
 import io.github.chstate.bridge.clickhouse.ClickHouse;
+import io.github.chstate.bridge.clickhouse.ServerErrors;
 import io.github.chstate.bridge.clickhouse.Sql;
 import io.github.chstate.bridge.config.Settings;
 import io.github.chstate.bridge.error.BridgeException;
 import io.github.chstate.bridge.error.ErrorCode;
 import io.github.chstate.bridge.lock.LockTables;
+import org.slf4j.Logger;
+import org.slf4j.LoggerFactory;
 
 import java.util.List;
 import java.util.Set;
@@ -18,6 +21,7 @@ import java.util.Set;
 public final class Tables {
     static final Set<String> STATE_COLUMNS = Set.of("state_id", "partial_state", "completed_state", "updated_at");
     private static final String OLD_WINDOW = "non_replicated_deduplication_window = 1000";
+    private static final Logger log = LoggerFactory.getLogger(Tables.class);
 
     final String schema;
     final String state;
@@ -106,11 +110,29 @@ public final class Tables {
         // no deduplication token, so with it, a write equal to one of its last 1000 (A -> B -> A) was dropped. Our own
         // re-sent inserts need no window: the version check in each INSERT refuses a second copy.
         if ("ReplacingMergeTree".equals(probe.stateEngine) && probe.stateCreate.contains(OLD_WINDOW)) {
-            ch.execute("ALTER TABLE " + state + onCluster + " RESET SETTING non_replicated_deduplication_window");
+            resetOldWindow(ch);
         }
         ensureHistory(ch, probe);
         return new Found(probe.serverVersion, probe.clock, Deployment.decide(probe.stateEngine, cluster, probe.cloud).deployment(),
                 new LockTables.Found(probe.claimsEngine, probe.keeperLockExists));
+    }
+
+    /**
+     * A user who may not ALTER the table (a runtime user beside the admin who created it) still works: the window
+     * changes nothing for our writes, only for the upstream add-on's, so an admin is asked to take it off.
+     */
+    private void resetOldWindow(ClickHouse ch) {
+        String sql = "ALTER TABLE " + state + onCluster + " RESET SETTING non_replicated_deduplication_window";
+        try {
+            ch.execute(sql);
+        } catch (BridgeException e) {
+            if (!ServerErrors.isAccessDenied(e)) {
+                throw e;
+            }
+            log.warn("The state table {}.{} has the deduplication window of earlier versions of this backend, which "
+                    + "drops the upstream add-on's repeated writes, and this user may not remove it. If the add-on "
+                    + "still writes this table, have an admin run: {}", schema, stateName, sql);
+        }
     }
 
     /**
