@@ -13,7 +13,6 @@ import sys
 import threading
 import time
 import urllib.parse
-import urllib.request
 import uuid
 from importlib.metadata import version
 
@@ -91,15 +90,10 @@ class Meltano:
         return json.loads(self("state", "get", state_id).stdout)
 
     def query(self, sql: str) -> list[dict]:
-        """Rows of a query, run directly on the server (FORMAT JSONEachRow)."""
-        return [json.loads(line) for line in self.execute(sql + " FORMAT JSONEachRow").splitlines()]
+        return self.clickhouse.select(sql)
 
     def execute(self, sql: str) -> str:
-        """A statement run directly on the server; its answer."""
-        auth = urllib.parse.quote(self.clickhouse.user) + ":" + urllib.parse.quote(self.clickhouse.password)
-        request = urllib.request.Request(self.clickhouse.http_url + "/", data=sql.encode(),
-                                         headers={"Authorization": "Basic " + __import__("base64").b64encode(auth.encode()).decode()})
-        return urllib.request.urlopen(request, timeout=30).read().decode()
+        return self.clickhouse.execute(sql)
 
     def rows_in_clickhouse(self) -> list[dict]:
         return self.query(f"SELECT state_id, partial_state, completed_state FROM `{self.schema}`.state FINAL "

@@ -115,17 +115,15 @@ class Endpoint:
         self.password = urllib.parse.unquote(parts.password or "")
         self.http_url = f"{parts.scheme}://{self.host}:{self.port}"
 
-    def execute(self, sql: str) -> None:
-        """Runs a statement that returns no rows."""
+    def execute(self, sql: str) -> str:
+        """A statement run directly on the server; its answer."""
         request = urllib.request.Request(self.http_url + "/", data=sql.encode(), headers={
             "X-ClickHouse-User": self.user, "X-ClickHouse-Key": self.password})
-        urllib.request.urlopen(request, timeout=30).read()
+        return urllib.request.urlopen(request, timeout=30).read().decode()
 
     def select(self, sql: str) -> list[dict]:
         """The rows of a query, each a dict (FORMAT JSONEachRow is added)."""
-        request = urllib.request.Request(self.http_url + "/", data=(sql + " FORMAT JSONEachRow").encode(), headers={
-            "X-ClickHouse-User": self.user, "X-ClickHouse-Key": self.password})
-        return [json.loads(line) for line in urllib.request.urlopen(request, timeout=30).read().splitlines()]
+        return [json.loads(line) for line in self.execute(sql + " FORMAT JSONEachRow").splitlines()]
 
     def state_uri(self, database: str = "default") -> str:
         user = urllib.parse.quote(self.user, safe="")

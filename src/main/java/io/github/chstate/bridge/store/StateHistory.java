@@ -138,12 +138,10 @@ public final class StateHistory {
     }
 
     private StateSurgery.Planned plan(String stateId, Action action, StoredState current) {
-        if (current == null) {
-            if (!action.name().equals("restore") || !action.streams().isEmpty()) {
-                throw new BridgeException(ErrorCode.INVALID_PARAMS, "State id '" + stateId + "' has no state; a "
-                        + "cleared state comes back whole: restore without --stream.");
-            }
-            current = new StoredState(stateId, null, null); // cleared (meltano state clear): its history is kept
+        // A cleared state (meltano state clear) keeps its history: it can only come back whole (diff takes null)
+        if (current == null && (!action.name().equals("restore") || !action.streams().isEmpty())) {
+            throw new BridgeException(ErrorCode.INVALID_PARAMS, "State id '" + stateId + "' has no state; a "
+                    + "cleared state comes back whole: restore without --stream.");
         }
         return switch (action.name()) {
             case "reset" -> surgery.reset(current, action.streams());

@@ -165,17 +165,28 @@ class StateStoreIntegrationTest {
         assertEquals(0, bridge.clearAll());
     }
 
+    /** These tests' settings with another schema. */
+    private Map<String, Object> inSchema(String schema) {
+        Map<String, Object> moved = new java.util.HashMap<>(settings);
+        moved.put("schema", schema);
+        return moved;
+    }
+
+    /** The state table as the upstream add-on creates it, with {@code settingsClause} after its engine. */
+    private static void createUpstreamStateTable(ClickHouse ch, String schema, String settingsClause) {
+        ch.execute("CREATE DATABASE IF NOT EXISTS " + schema);
+        ch.execute("CREATE TABLE " + schema + ".state (state_id String, partial_state Nullable(String), "
+                + "completed_state Nullable(String), updated_at DateTime64(3) DEFAULT now64(3)) "
+                + "ENGINE = ReplacingMergeTree(updated_at) ORDER BY state_id" + settingsClause);
+    }
+
     @Test
     void readsTheTablesTheUpstreamAddOnWrote() throws Exception {
         // The upstream add-on's DDL and rows, as it writes them: empty parts as NULL, updated_at from now64(3).
         String schema = "up_" + settings.get("schema");
-        Map<String, Object> upstream = new java.util.HashMap<>(settings);
-        upstream.put("schema", schema);
+        Map<String, Object> upstream = inSchema(schema);
         try (ClickHouse ch = new ClickHouse(SettingsParser.parse(upstream))) {
-            ch.execute("CREATE DATABASE IF NOT EXISTS " + schema);
-            ch.execute("CREATE TABLE " + schema + ".state (state_id String, partial_state Nullable(String), "
-                    + "completed_state Nullable(String), updated_at DateTime64(3) DEFAULT now64(3)) "
-                    + "ENGINE = ReplacingMergeTree(updated_at) ORDER BY state_id");
+            createUpstreamStateTable(ch, schema, "");
             ch.execute("CREATE TABLE " + schema + ".state_lock (state_id String, lock_id String, locked_at DateTime DEFAULT now()) "
                     + "ENGINE = ReplacingMergeTree(locked_at) ORDER BY state_id TTL locked_at + INTERVAL 300 SECOND");
             ch.execute("INSERT INTO " + schema + ".state (state_id, partial_state, completed_state) VALUES "
@@ -204,13 +215,9 @@ class StateStoreIntegrationTest {
         // The add-on sends no version and no deduplication token: with a deduplication window on the table (earlier
         // bridges added one), its A -> B -> A left B. The bridge now takes that window off and never adds it.
         String schema = "upw_" + settings.get("schema");
-        Map<String, Object> upstream = new java.util.HashMap<>(settings);
-        upstream.put("schema", schema);
+        Map<String, Object> upstream = inSchema(schema);
         try (ClickHouse ch = new ClickHouse(SettingsParser.parse(upstream))) {
-            ch.execute("CREATE DATABASE IF NOT EXISTS " + schema);
-            ch.execute("CREATE TABLE " + schema + ".state (state_id String, partial_state Nullable(String), "
-                    + "completed_state Nullable(String), updated_at DateTime64(3) DEFAULT now64(3)) ENGINE = "
-                    + "ReplacingMergeTree(updated_at) ORDER BY state_id SETTINGS non_replicated_deduplication_window = 1000");
+            createUpstreamStateTable(ch, schema, " SETTINGS non_replicated_deduplication_window = 1000");
             try (BridgeService bridge = new BridgeService(json)) {
                 bridge.initialize(upstream);
             }
