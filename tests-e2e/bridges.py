@@ -70,8 +70,8 @@ class Bridges:
     def left(self, since: set[int], wait_seconds: float = 5) -> set[int]:
         """Bridges started after `since` that still run `wait_seconds` later (Meltano does not wait for its
         bridge's exit)."""
-        deadline = time.time() + wait_seconds
-        while (left := self.running() - since) and time.time() < deadline:
+        deadline = time.monotonic() + wait_seconds
+        while (left := self.running() - since) and time.monotonic() < deadline:
             time.sleep(0.05)
         return left
 

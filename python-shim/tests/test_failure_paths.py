@@ -9,7 +9,9 @@ import pytest
 from meltano.core.state_store.base import MeltanoState
 
 from chdb_server.testing import Endpoint
+from meltano_state_backend_clickhouse import client
 from meltano_state_backend_clickhouse.backend import ClickHouseStateBackendError, ClickhouseStateStoreManager
+from meltano_state_backend_clickhouse.client import BridgeError, SharedBridge
 
 UNKNOWN_TABLE = 60  # a failure that does not pass: never tried again
 NETWORK_ERROR = 210  # one that does
@@ -133,3 +135,64 @@ def test_a_user_who_may_not_alter_the_table_still_works_and_is_told_what_an_admi
     [table] = endpoint.select(f"SELECT create_table_query AS q FROM system.tables WHERE database = '{schema}' "
                               "AND name = 'state'")
     assert "deduplication_window" not in table["q"], table["q"]
+
+
+@pytest.mark.bridge_only
+def test_a_claim_whose_next_statement_fails_is_withdrawn(local_clickhouse, schema):
+    """Issue 41: the claims lock's acquire inserts a claim, then asks who is first; when that query fails (for a reason
+    that does not pass), the claim is withdrawn, not left live to hold every other process back for
+    lock_timeout_seconds (60 here)."""
+    with _manager(local_clickhouse, schema, lock="claims", lock_timeout_seconds=60, lock_wait_seconds=1) as m:
+        m.set(MeltanoState("claimed", {}, {"n": 1}))  # the tables exist
+        local_clickhouse.faults(fail_matching=r"ORDER BY min\(_block_number\) LIMIT 2", fail_code=ACCESS_DENIED)
+        try:
+            with pytest.raises(ClickHouseStateBackendError, match="Code: 497"):
+                m._call("acquire_lock", {"state_id": "claimed"})
+        finally:
+            local_clickhouse.faults(fail_matching="")
+        live = Endpoint(local_clickhouse.url_with_credentials).select(
+            f"SELECT token FROM `{schema}`.state_claims WHERE state_id = 'claimed' GROUP BY token "
+            f"HAVING countIf(kind = 'release') = 0")
+        assert live == [], "a claim of the failed acquire is still live"
+        with m.acquire_lock("claimed", retry_seconds=0.1):  # at once, not after lock_wait_seconds
+            m.set(MeltanoState("claimed", {}, {"n": 2}))
+        assert m.get("claimed").completed_state == {"n": 2}
+
+
+@pytest.mark.bridge_only
+def test_a_run_lease_under_slow_statements_never_lapses_unnoticed(local_clickhouse, schema, caplog):
+    """Issue 41: every statement takes 1.2 s and lock_timeout_seconds is 12 while a run holds its lease and its tap is
+    quiet. For three lease lifetimes another run is refused each time it tries, unless the holder has said first that
+    its lease lapsed; the holder's write afterwards lands."""
+    local_clickhouse.start()
+    settings = ClickhouseStateStoreManager.bridge_settings(Endpoint(local_clickhouse.url_with_credentials).state_uri(),
+                                                          lock_timeout_seconds=12, schema=schema, lock="claims")
+    run = {"host": "runner", "command": "meltano run tap target", "force": False}
+    holder = SharedBridge.acquire(settings, {**run, "id": "holder", "pid": 1})
+    other = SharedBridge.acquire(settings, {**run, "id": "other", "pid": 2})
+    try:
+        holder.call("get", {"state_id": "slow"})  # takes the lease
+        local_clickhouse.faults(latency_ms=1200)
+        refusals = 0
+        with caplog.at_level(logging.WARNING, logger="meltano_state_backend_clickhouse.bridge"):
+            until = time.monotonic() + 3 * 12
+            while time.monotonic() < until:
+                try:
+                    other.call("get", {"state_id": "slow"})
+                except BridgeError as refused:
+                    assert refused.code == client.RUN_IN_PROGRESS, refused
+                    refusals += 1
+                    continue
+                assert "lapsed" in caplog.text, "a second run was let in while the holder counted its lease its own"
+                break
+            else:
+                assert "lapsed" not in caplog.text and "renew" not in caplog.text, caplog.text
+        assert refusals > 0
+        holder.call("set", {"state_id": "slow", "partial": {}, "completed": {"n": 1}})
+    finally:
+        local_clickhouse.faults(latency_ms=0)
+        for bridge in (holder, other):
+            bridge.release()
+            bridge.stop()  # a run's bridge stays until the command ends: this one ends here
+    with _manager(local_clickhouse, schema) as reader:
+        assert reader.get("slow").completed_state == {"n": 1}

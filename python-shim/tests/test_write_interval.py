@@ -2,6 +2,8 @@
 command does not end before its last state is stored (docs/how-it-works.md, "Write interval")."""
 from __future__ import annotations
 
+import os
+import signal
 import subprocess
 import sys
 import textwrap
@@ -11,7 +13,7 @@ import pytest
 from meltano.core.state_store.base import MeltanoState
 
 from chdb_server.testing import Endpoint
-from meltano_state_backend_clickhouse.backend import ClickhouseStateStoreManager
+from meltano_state_backend_clickhouse.backend import ClickHouseStateBackendError, ClickhouseStateStoreManager
 
 UPDATES = 1000
 
@@ -40,7 +42,7 @@ def test_a_thousand_updates_then_close_store_the_last_one_in_few_writes(clickhou
 COMMAND = textwrap.dedent("""
     import sys
     from meltano.core.state_store.base import MeltanoState
-    from meltano_state_backend_clickhouse.backend import ClickhouseStateStoreManager
+    from meltano_state_backend_clickhouse.backend import ClickHouseStateBackendError, ClickhouseStateStoreManager
     uri, schema, budget = sys.argv[1:]
     m = ClickhouseStateStoreManager(uri=uri, schema=schema, retry_budget_seconds=int(budget), lock_timeout_seconds=60,
                                     write_interval_seconds=60)
@@ -106,3 +108,26 @@ def test_a_server_gone_longer_than_the_retry_budget_fails_the_command_clearly_an
     assert "Traceback" not in stderr, stderr
     local_clickhouse.start()
     assert _stored(local_clickhouse, schema) == {"n": 1}
+
+
+@pytest.mark.bridge_only
+def test_a_bridge_killed_holding_states_it_kept_back_fails_close_naming_them(local_clickhouse, schema):
+    """Issue 41: under the lock the first state of an id is written and the next kept back (the interval is 60 s);
+    the bridge is SIGKILLed holding two such states. close() fails naming those two ids, not the one it wrote."""
+    local_clickhouse.start()
+    uri = Endpoint(local_clickhouse.url_with_credentials).state_uri()
+    m = ClickhouseStateStoreManager(uri=uri, schema=schema, lock_timeout_seconds=60, write_interval_seconds=60)
+    with m.acquire_lock("kb:c", retry_seconds=1):
+        m.set(MeltanoState("kb:c", {}, {"n": 1}))  # written at once
+    with m.acquire_lock("kb:a", retry_seconds=1), m.acquire_lock("kb:b", retry_seconds=1):
+        for state_id in ("kb:a", "kb:b"):
+            m.set(MeltanoState(state_id, {}, {"n": 1}))  # written at once
+            m.set(MeltanoState(state_id, {}, {"n": 2}))  # kept back
+        pid = m._bridge._client.process.pid
+        os.kill(pid, signal.SIGKILL)
+        m._bridge._client.process._popen.wait()
+    with pytest.raises(ClickHouseStateBackendError) as failed:
+        m.close()
+    assert f"(pid {pid}) died holding the newest state of 'kb:a', 'kb:b', which" in str(failed.value), failed.value
+    with ClickhouseStateStoreManager(uri=uri, schema=schema) as reader:
+        assert [reader.get(i).completed_state for i in ("kb:a", "kb:b", "kb:c")] == [{"n": 1}] * 3

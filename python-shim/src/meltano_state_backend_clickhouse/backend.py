@@ -154,30 +154,35 @@ class ClickhouseStateStoreManager(StateStoreManager):
         self._call("migrate")
 
     def set(self, state: MeltanoState) -> None:
-        """Under a lock, the state goes only to the bridge that holds the lock: if that one died, the lock is taken
-        again on a new bridge first (once the dead one's lock went stale), never written without it."""
-        held = self._held.get(state.state_id)
-        if held is None:
-            self._call("set", _from_state(state))
-            return
-        try:
-            held.call("set", _from_state(state))
-            return
-        except BridgeDiedError as died:
-            logger.warning("%s The state of '%s' was set under its lock: taking the lock again on a new bridge before "
-                           "writing it (after lock_timeout_seconds, %s s, at most).", died, state.state_id,
-                           self.settings["lock_timeout_seconds"])
-        except _FAILURES as error:
-            raise _translate(error) from None
-        with self.acquire_lock(state.state_id, retry_seconds=self.settings["lock_retry_seconds"]):
-            self._call("set", _from_state(state))
+        self._under_lock(state.state_id, "set", _from_state(state))
 
     def get(self, state_id: str) -> MeltanoState | None:
-        result = self._call("get", {"state_id": state_id})
+        result = self._under_lock(state_id, "get", {"state_id": state_id})
         return None if result is None else _to_state(result)
 
     def delete(self, state_id: str) -> None:
-        self._call("delete", {"state_id": state_id})
+        self._under_lock(state_id, "delete", {"state_id": state_id})
+
+    def _under_lock(self, state_id: str, method: str, params: dict) -> t.Any:
+        """A call about a state id this manager holds the lock on goes to the bridge that holds the lock, or fails: a
+        new bridge does not hold it, and what Meltano read under the lock may no longer be the newest state there."""
+        held = self._held.get(state_id)
+        try:
+            if held is None:
+                result, held = self._call_with_bridge(method, params)
+            else:
+                result = held.call(method, params)
+            if method == "set" and self._bridge is not None:
+                self._bridge.accepted(held, state_id, kept_back=result is True)
+            return result
+        except BridgeDiedError as died:
+            raise ClickHouseStateBackendError(
+                f"{died} It held the lock on state id '{state_id}': '{method}' was not sent to a new bridge, which does "
+                f"not hold it{'; the dead bridge may or may not have done it' if method != 'get' else ''}. Its lock "
+                f"goes stale after lock_timeout_seconds ({self.settings['lock_timeout_seconds']} s). Run the command "
+                f"again.") from None
+        except _FAILURES as error:
+            raise _translate(error) from None
 
     def get_state_ids(self, pattern: str | None = None) -> Iterable[str]:
         return self._call("get_state_ids", {"pattern": pattern})

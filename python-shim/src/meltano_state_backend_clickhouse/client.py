@@ -18,10 +18,12 @@ LOCK_NOT_ACQUIRED = -32004
 MISSING_SETTING = -32007
 RUN_IN_PROGRESS = -32008
 # Calls that are sent again to a new bridge when the one answering died: sending one twice leaves the same state.
-# Not acquire_lock (the dead bridge may have taken the lock, which then has to go stale first) nor release_lock
-# (the lock of a dead bridge goes stale by itself); a set under a lock never comes here (backend.set).
-IDEMPOTENT = frozenset({"ping", "initialize", "migrate", "get", "set", "delete", "get_state_ids", "get_all", "set_all",
-                        "clear_all", "flush"})
+# acquire_lock too: the new bridge waits for the lock the dead one may have taken until it is stale, as for any holder
+# (a run's lease: the same run takes it over). Not release_lock (the lock of a dead bridge goes stale by itself). A call
+# about a state id the manager holds the lock on never comes here: it goes to the bridge holding the lock, or fails
+# (backend.ClickhouseStateStoreManager._under_lock).
+IDEMPOTENT = frozenset({"ping", "initialize", "migrate", "acquire_lock", "get", "set", "delete", "get_state_ids",
+                        "get_all", "set_all", "clear_all", "flush"})
 
 
 def encode(message: dict) -> bytes:
@@ -80,6 +82,8 @@ class JsonRpcClient:
         self._ids = itertools.count(1)
         self._lock = threading.Lock()
         self.answer_within: float | None = None  # seconds; None: no deadline (until the settings are known)
+        # The state ids whose newest state this bridge kept back (to write later) since its last flush.
+        self.unflushed: set[str] = set()
 
     def call(self, method: str, params: dict | None = None) -> t.Any:
         with self._lock:
@@ -121,6 +125,8 @@ class JsonRpcClient:
                               (error.get("data") or {}).get("kind", ""))
         if method == "initialize":
             self.process.initialized = True
+        elif method == "flush":
+            self.unflushed.clear()
         return response.get("result")
 
 
@@ -128,8 +134,12 @@ class SharedBridge:
     """The bridge for one connection configuration, shared by every manager with that configuration.
 
     Meltano opens and closes managers several times in one command (`meltano run` reads the state with one and writes
-    it with another, seconds later), so a bridge nobody uses any more is stopped only after LINGER_SECONDS, unless a
-    manager takes it again first, or at interpreter exit.
+    it with another, seconds later, or hours later behind a quiet tap), so a bridge nobody uses any more is stopped
+    only after LINGER_SECONDS, unless a manager takes it again first, or at interpreter exit. A pipeline run's bridge
+    is never stopped before the command ends: it holds the run's leases (docs/lock.md), which live as long as the run.
+
+    A bridge that died may have taken with it states it had accepted and kept back (the write interval): their ids are
+    remembered until a later state of the same id is accepted, and flush() fails naming those still unwritten.
     """
 
     LINGER_SECONDS = 30.0
@@ -144,6 +154,7 @@ class SharedBridge:
         self._client: JsonRpcClient | None = None
         self._linger: threading.Timer | None = None
         self.users = 0
+        self._lost: dict[str, int] = {}  # state id -> pid of the bridge that died holding its newest state
 
     @classmethod
     def acquire(cls, settings: dict, run: dict | None = None) -> SharedBridge:
@@ -165,7 +176,7 @@ class SharedBridge:
     def release(self):
         with self._registry_lock:
             self.users -= 1
-            if self.users > 0:
+            if self.users > 0 or self._run is not None:  # a run's bridge stays until the command ends
                 return
             self._linger = threading.Timer(self.LINGER_SECONDS, self._stop_if_unused)
             self._linger.daemon = True
@@ -216,6 +227,7 @@ class SharedBridge:
             if self._client is not None:
                 logger.warning("The ClickHouse state bridge (pid %s) had exited (%s); starting a new one.",
                                self._client.process.pid, self._client.process.describe_exit())
+                self._remember_lost(self._client)
             self._client = JsonRpcClient(early.adopt() or BridgeProcess())
             self._client.answer_within = answer_within(self._settings)
             try:
@@ -237,12 +249,37 @@ class SharedBridge:
             pass
         client.process.stop()
 
+    def accepted(self, client: JsonRpcClient, state_id: str, *, kept_back: bool):
+        """The bridge `client` accepted a state of the id, and kept it back (to write later) or wrote it: a state of
+        the id lost with a bridge that died before is superseded either way."""
+        if kept_back:
+            client.unflushed.add(state_id)
+        else:
+            client.unflushed.discard(state_id)
+        self._lost.pop(state_id, None)
+
+    def _remember_lost(self, dead: JsonRpcClient):
+        for state_id in dead.unflushed:
+            self._lost[state_id] = dead.process.pid
+        dead.unflushed.clear()
+
     def flush(self):
         """Waits until the bridge has written every state it kept back (docs/how-it-works.md, "Write interval"); raises
-        BridgeError naming each state id whose newest state could not be written."""
+        BridgeError naming each state id whose newest state could not be written, and BridgeDiedError naming those a
+        bridge that died had accepted (each said once)."""
         client = self._client
         if client is not None and client.process.exit_code() is None and client.process.initialized:
             client.call("flush")
+        elif client is not None:
+            self._remember_lost(client)
+        if self._lost:
+            lost, self._lost = self._lost, {}
+            pids = ", ".join(str(pid) for pid in sorted(set(lost.values())))
+            raise BridgeDiedError(
+                f"The ClickHouse state bridge (pid {pids}) died holding the newest state of "
+                f"{', '.join(repr(state_id) for state_id in sorted(lost))}, which it had accepted and may not have "
+                f"written: the stored bookmark may be an older one. The next run resumes from it and reads again what "
+                f"came after.")
 
     def leave(self):
         """Tells the bridge to exit without waiting for it (BridgeProcess.leave)."""

@@ -4,7 +4,8 @@
 `state_every` makes it emit a STATE message after every that many records (the SDK's default is 10,000);
 `record_delay_ms` makes it wait that long before each record, for runs that last; `pause_after` and `pause_while`
 make it wait, after that many records, for as long as the file `pause_while` exists: a run that lasts exactly until
-the test lets it go on.
+the test lets it go on (`pause_after: 0`: before its first record, so before its first STATE message);
+`pause_again_after` and `pause_again_while` make a second such pause.
 """
 import csv
 import os
@@ -29,14 +30,16 @@ class Rows(Stream):
     def get_records(self, context):
         start = self.get_starting_replication_key_value(context)
         delay = self.config.get("record_delay_ms", 0) / 1000
-        pause_after, pause_while = self.config.get("pause_after"), self.config.get("pause_while")
+        pauses = [(self.config.get("pause_after"), self.config.get("pause_while")),
+                  (self.config.get("pause_again_after"), self.config.get("pause_again_while"))]
         sent = 0
         with open(self.config[self.path_setting], newline="") as f:
             for row in csv.DictReader(f):
                 record = {"id": int(row["id"]), "name": row["name"]}
                 if start is None or record["id"] > start:
-                    while sent == pause_after and pause_while and os.path.exists(pause_while):
-                        time.sleep(0.05)
+                    for pause_after, pause_while in pauses:
+                        while sent == pause_after and pause_while and os.path.exists(pause_while):
+                            time.sleep(0.05)
                     time.sleep(delay)
                     sent += 1
                     yield record
@@ -56,6 +59,8 @@ class TapCsvLite(Tap):
         th.Property("record_delay_ms", th.IntegerType),
         th.Property("pause_after", th.IntegerType),
         th.Property("pause_while", th.StringType),
+        th.Property("pause_again_after", th.IntegerType),
+        th.Property("pause_again_while", th.StringType),
     ).to_dict()
 
     def discover_streams(self):

@@ -128,10 +128,16 @@ public final class ClickHouse implements AutoCloseable {
 
     /** Runs a statement that returns no rows. */
     public void execute(String sql) {
+        execute(() -> sql);
+    }
+
+    /** Runs a statement that returns no rows, asking {@code sql} for it before every try; what it throws ends it. */
+    public void execute(Supplier<String> sql) {
         call(() -> {
+            String statement = sql.get();
             try (Connection c = pool.getConnection(); Statement st = c.createStatement()) {
                 st.setEscapeProcessing(false); // our SQL has no JDBC escapes, and literals may hold braces
-                st.execute(sql);
+                st.execute(statement);
                 return null;
             }
         });

@@ -33,43 +33,56 @@ import java.util.function.Supplier;
  * does not hold there: clusters need {@link KeeperLock}.
  */
 public final class ClaimLock extends KeepingLock {
-    public ClaimLock(ClickHouse ch, LockTables tables, Duration staleAfter) {
-        super(ch, tables, staleAfter);
+    public ClaimLock(ClickHouse ch, LockTables tables, LeasePolicy policy) {
+        super(ch, tables, policy);
     }
 
+    /**
+     * Claims the lock and waits in line. Whatever ends the wait without the lock — a refusal, giving up, a failed
+     * statement, even the claim's own insert failing after it may have landed — withdraws the claim, so that no live
+     * claim of this bridge is left to hold others back for lock_timeout_seconds.
+     */
     @Override
     protected Grant take(String stateId, Supplier<String> tokens, Run run, Duration retry, Duration wait, long start,
                          boolean justYielded, Consumer<String> onHolder) {
-        // Re-claim well before the claim could be taken for stale while it waits in line.
-        long reclaimAfter = staleAfter.toNanos() / 2;
         long deadline = start + wait.toNanos();
         long claimedAt = clock.nanos(); // before the insert: the row's own time is later, so this errs on the safe side
-        String mine = claim(stateId, tokens.get());
-        long checkedAt = clock.nanos();
-        List<String> live = liveClaims(stateId);
-        while (live.isEmpty() || !live.get(0).equals(mine)) {
-            if (!live.isEmpty()) {
-                try {
+        String mine = tokens.get();
+        try {
+            claim(stateId, mine);
+            long checkedAt = clock.nanos();
+            List<String> live = liveClaims(stateId);
+            while (live.isEmpty() || !live.get(0).equals(mine)) {
+                if (!live.isEmpty()) {
                     onHolder.accept(live.get(0));
-                } catch (RuntimeException e) {
-                    free(stateId, mine);
-                    throw e;
                 }
+                if (clock.nanos() + retry.toNanos() > deadline) {
+                    throw gaveUp(stateId, wait, live.isEmpty() ? "" : live.get(0));
+                }
+                sleep(retry);
+                if (clock.nanos() - claimedAt > policy.reclaimAfter().toNanos()) {
+                    free(stateId, mine);
+                    claimedAt = clock.nanos();
+                    mine = tokens.get();
+                    claim(stateId, mine);
+                }
+                checkedAt = clock.nanos();
+                live = liveClaims(stateId);
             }
-            if (clock.nanos() + retry.toNanos() > deadline) {
-                free(stateId, mine);
-                throw gaveUp(stateId, wait, live.isEmpty() ? "" : live.get(0));
-            }
-            sleep(retry);
-            if (clock.nanos() - claimedAt > reclaimAfter) {
-                free(stateId, mine);
-                claimedAt = clock.nanos();
-                mine = claim(stateId, tokens.get());
-            }
-            checkedAt = clock.nanos();
-            live = liveClaims(stateId);
+            return new Grant(stateId, mine, run, claimedAt, live.size() > 1, checkedAt);
+        } catch (RuntimeException e) {
+            withdraw(stateId, mine, e);
+            throw e;
         }
-        return new Grant(stateId, mine, run, claimedAt, live.size() > 1, checkedAt);
+    }
+
+    /** A release row for a claim this bridge gave up; if even that fails, the claim goes stale by itself. */
+    private void withdraw(String stateId, String token, RuntimeException why) {
+        try {
+            free(stateId, token);
+        } catch (RuntimeException e) {
+            why.addSuppressed(e);
+        }
     }
 
     @Override
@@ -84,34 +97,42 @@ public final class ClaimLock extends KeepingLock {
 
     /**
      * A renewal is another claim row of the same token, inserted only while the token's newest row is younger than
-     * half of {@code staleAfter}: a token that may have gone stale is never made live again, which could put it ahead
-     * of a claim that took over meanwhile. One that did go stale, with nobody claiming since, is taken again under a
-     * new token; if anyone claimed since, it is lost (a release row, such as a forced run's eviction of the token it
-     * displaced, takes nothing).
+     * {@link LeasePolicy#extendableFor}: a token that may have gone stale is never made live again, which could put it
+     * ahead of a claim that took over meanwhile. Then one query says who is first and how old the token's newest row
+     * is, so that a renewal that could not extend the claim says so. A token that did go stale, with nobody claiming
+     * since, is taken again under a new token; if anyone claimed since, it is lost (a release row, such as a forced
+     * run's eviction of the token it displaced, takes nothing).
      */
     @Override
-    protected String renew(Grant grant) {
+    protected Renewal renew(Grant grant) {
         String id = Sql.literal(grant.stateId);
         String row = Sql.literal(grant.row);
         ch.execute("INSERT INTO " + tables.claims + " (state_id, token, kind) SETTINGS async_insert = 0, "
                 + "insert_deduplicate = 0 SELECT " + id + ", " + row + ", 'claim' FROM " + tables.claims
                 + " WHERE state_id = " + id + " AND token = " + row + " HAVING countIf(kind = 'release') = 0 AND "
-                + "max(at) > now64(3) - toIntervalMillisecond(" + staleAfter.toMillis() / 2 + ")");
-        List<String> live = liveClaims(grant.stateId);
-        if (!live.isEmpty()) {
-            return live.get(0).equals(grant.row) ? null : live.get(0);
+                + "max(at) > now64(3) - toIntervalMillisecond(" + policy.extendableFor().toMillis() + ")");
+        long readAt = clock.nanos();
+        List<Claim> first = ch.query(liveClaimsQuery(grant.stateId, 1), rs -> new Claim(rs.getString(1), rs.getLong(2)));
+        if (!first.isEmpty()) {
+            Claim holder = first.get(0);
+            return holder.token.equals(grant.row) ? Renewal.ours(readAt, holder.ageMillis) : Renewal.heldBy(holder.token);
         }
+        long claimedAt = clock.nanos();
         String fresh = claim(grant.stateId, grant.run != null ? grant.run.newToken(clock.wallMillis()) : UUID.randomUUID().toString());
         Long others = ch.queryOne("SELECT count() FROM " + tables.claims + " WHERE state_id = " + id + " AND token NOT "
                 + "IN (" + row + ", " + Sql.literal(fresh) + ") AND kind = 'claim' AND at >= (SELECT max(at) FROM " + tables.claims
                 + " WHERE state_id = " + id + " AND token = " + row + ")", rs -> rs.getLong(1));
         if (others == null || others > 0) {
             free(grant.stateId, fresh);
-            return "";
+            return Renewal.heldBy("");
         }
         free(grant.stateId, grant.row);
         grant.row = fresh;
-        return null;
+        return new Renewal(null, claimedAt);
+    }
+
+    /** A live claim: its token, and how long ago its newest row was written (on the server's clock). */
+    private record Claim(String token, long ageMillis) {
     }
 
     /** Another holder's release row: its token is no longer live, whatever its age. */
@@ -153,7 +174,7 @@ public final class ClaimLock extends KeepingLock {
     /** The first claim is the holder's. */
     @Override
     protected String holds(String stateId, String row) {
-        return "(" + liveClaimsQuery(stateId, 1) + ") = " + Sql.literal(row);
+        return "(SELECT token FROM (" + liveClaimsQuery(stateId, 1) + ")) = " + Sql.literal(row);
     }
 
     /**
@@ -161,11 +182,11 @@ public final class ClaimLock extends KeepingLock {
      * has no release and its newest row is younger than {@code staleAfter}.
      */
     private String liveClaimsQuery(String stateId, int limit) {
-        // Rows within three times staleAfter: a lease renews every third of it, so a lease older than that has a row
-        // there from well before any live claim of another token. The primary key (state_id, at) makes reading just
-        // those cheap however many old rows the TTL has yet to remove.
-        return "SELECT token FROM " + tables.claims + " WHERE state_id = " + Sql.literal(stateId)
-                + " AND at > now64(3) - toIntervalMillisecond(" + 3 * staleAfter.toMillis() + ") GROUP BY token "
+        // Only rows within claimsReadWindow: the primary key (state_id, at) makes reading just those cheap however
+        // many old rows the TTL has yet to remove. The second column is the token's age.
+        return "SELECT token, toUnixTimestamp64Milli(now64(3)) - toUnixTimestamp64Milli(max(at)) FROM " + tables.claims
+                + " WHERE state_id = " + Sql.literal(stateId) + " AND at > now64(3) - toIntervalMillisecond("
+                + policy.claimsReadWindow().toMillis() + ") GROUP BY token "
                 + "HAVING countIf(kind = 'release') = 0 AND max(at) > now64(3) - toIntervalMillisecond("
                 + staleAfter.toMillis() + ") ORDER BY min(_block_number) LIMIT " + limit;
     }

@@ -47,8 +47,8 @@ public final class KeeperLock extends KeepingLock {
     /** How often a strict update that lost a race with another change of the row is sent again. */
     private static final int CONFLICT_TRIES = 5;
 
-    public KeeperLock(ClickHouse ch, LockTables tables, Duration staleAfter) {
-        super(ch, tables, staleAfter);
+    public KeeperLock(ClickHouse ch, LockTables tables, LeasePolicy policy) {
+        super(ch, tables, policy);
     }
 
     @Override
@@ -175,9 +175,12 @@ public final class KeeperLock extends KeepingLock {
         }
     }
 
-    /** Moves the row's time on while it has our token: a compare-and-set, so it never extends another's lock. */
+    /**
+     * Moves the row's time on while it has our token: a compare-and-set, so it never extends another's lock; then
+     * reads who holds the row and how old its time is.
+     */
     @Override
-    protected String renew(Grant grant) {
+    protected Renewal renew(Grant grant) {
         for (int tries = 1; ; tries++) {
             try {
                 ch.execute("ALTER TABLE " + tables.keeperLock + " UPDATE at = now64(3) WHERE state_id = "
@@ -189,8 +192,11 @@ public final class KeeperLock extends KeepingLock {
                 }
             }
         }
-        String owner = owner(grant.stateId, null);
-        return grant.row.equals(owner) ? null : owner == null ? "" : owner;
+        long readAt = clock.nanos();
+        Renewal seen = ch.queryOne("SELECT token, toUnixTimestamp64Milli(now64(3)) - toUnixTimestamp64Milli(at) FROM "
+                + tables.keeperLock + " WHERE state_id = " + Sql.literal(grant.stateId), rs -> grant.row.equals(
+                rs.getString(1)) ? Renewal.ours(readAt, rs.getLong(2)) : Renewal.heldBy(rs.getString(1)));
+        return seen != null ? seen : Renewal.heldBy("");
     }
 
     /** Empties the row if it still has that token; a forced run then takes it as a free row. */

@@ -13,7 +13,6 @@ import java.util.List;
 import java.util.Map;
 import java.util.UUID;
 import java.util.concurrent.ConcurrentHashMap;
-import java.util.concurrent.ScheduledFuture;
 import java.util.concurrent.ScheduledThreadPoolExecutor;
 import java.util.concurrent.TimeUnit;
 import java.util.concurrent.locks.ReentrantLock;
@@ -23,15 +22,13 @@ import java.util.function.Supplier;
 /**
  * What both locks share: the grants this bridge holds, a release kept back for a moment so that this bridge can
  * take the same id again mostly without a statement ({@link #release}), run leases ({@link #lease}), and knowing
- * whether a grant is still this bridge's ({@link #requireOwn}). Its one timer thread frees kept locks, renews
- * leases and writes what a lease kept back. Subclasses say how a lock is taken, renewed and freed in the table, and
- * how to tell whether others wait for a lock this bridge keeps.
+ * whether a grant is still this bridge's ({@link #requireOwn}, decided in {@link #confirm} alone). Two threads work
+ * in the background: the renewer renews leases and nothing else, so that no write or free ever delays a renewal;
+ * the timer frees kept locks and writes what a lease kept back. Every timing comes from the {@link LeasePolicy}.
+ * Subclasses say how a lock is taken, renewed and freed in the table, and how to tell whether others wait for a
+ * lock this bridge keeps.
  */
 public abstract class KeepingLock implements StateLock {
-    /** How long a released lock is kept for this bridge to take again; see {@link #release}. */
-    public static final Duration KEPT_AFTER_RELEASE = Duration.ofMillis(250);
-    /** How long a kept lock is taken again without asking the table whether others wait for it. */
-    public static final Duration CHECK_QUEUE_AFTER = Duration.ofSeconds(1);
     private static final Logger log = LoggerFactory.getLogger(KeepingLock.class);
 
     /**
@@ -52,6 +49,13 @@ public abstract class KeepingLock implements StateLock {
         volatile long confirmedAt;
         /** Why the grant is no longer this bridge's, once a statement showed that; then nothing is written under it. */
         volatile String lost;
+        /** Held while a statement asks the table whether the grant is still ours ({@link #confirm}). */
+        final ReentrantLock confirming = new ReentrantLock();
+        /** A lease: renewals that failed since the last one that succeeded, and the last one's error. */
+        int failedRenewals;
+        String lastRenewalError;
+        /** A lease: a warning said it went unconfirmed for staleAfter (it may have been taken since). */
+        boolean lapseSaid;
         /**
          * A lease: taken by its kept-back write, and briefly by the caller's acquire, so that the two never overlap. A
          * kept plain lock: taken by the timer's free of it, and by an acquire before it takes the grant back, so that
@@ -61,7 +65,6 @@ public abstract class KeepingLock implements StateLock {
         /** A lease: how many of the caller's acquires are not released yet, and how many releases there were. */
         int inUse;
         int releases;
-        volatile ScheduledFuture<?> renewal;
 
         Grant(String stateId, String token, Run run, long confirmedAt, boolean othersWaiting, long checkedAt) {
             this.stateId = stateId;
@@ -84,26 +87,33 @@ public abstract class KeepingLock implements StateLock {
     protected final ClickHouse ch;
     protected final Clock clock;
     protected final LockTables tables;
+    protected final LeasePolicy policy;
     protected final Duration staleAfter;
     /** Every grant not yet freed in the table (held, kept or leased), by token. */
     private final Map<String, Grant> live = new ConcurrentHashMap<>();
     private final Map<String, Grant> held = new ConcurrentHashMap<>(); // plain, by token: acquired, not released
     private final Map<String, Grant> kept = new ConcurrentHashMap<>(); // plain, by state id: released by the caller only
     private final Map<String, Grant> leases = new ConcurrentHashMap<>(); // by state id
-    private final ScheduledThreadPoolExecutor timer = new ScheduledThreadPoolExecutor(1, r -> {
-        Thread t = new Thread(r, "lock-timer");
-        t.setDaemon(true);
-        return t;
-    });
+    private final ScheduledThreadPoolExecutor timer = daemon("lock-timer");
+    private final ScheduledThreadPoolExecutor renewer = daemon("lease-renewer");
     private volatile BeforeFree beforeFree = (stateId, token) -> { };
 
-    protected KeepingLock(ClickHouse ch, LockTables tables, Duration staleAfter) {
+    protected KeepingLock(ClickHouse ch, LockTables tables, LeasePolicy policy) {
         this.ch = ch;
         this.clock = ch.clock();
         this.tables = tables;
-        this.staleAfter = staleAfter;
-        timer.setExecuteExistingDelayedTasksAfterShutdownPolicy(false); // close() frees what is kept itself
-        timer.setContinueExistingPeriodicTasksAfterShutdownPolicy(false);
+        this.policy = policy;
+        this.staleAfter = policy.staleAfter();
+    }
+
+    private static ScheduledThreadPoolExecutor daemon(String name) {
+        ScheduledThreadPoolExecutor executor = new ScheduledThreadPoolExecutor(1, r -> {
+            Thread t = new Thread(r, name);
+            t.setDaemon(true);
+            return t;
+        });
+        executor.setExecuteExistingDelayedTasksAfterShutdownPolicy(false); // close() frees what is kept itself
+        return executor;
     }
 
     @Override
@@ -127,10 +137,26 @@ public abstract class KeepingLock implements StateLock {
     protected abstract void free(String stateId, String token);
 
     /**
-     * Extends the grant's lock in the table if it is still this bridge's: then answers null. Otherwise answers the
-     * token of whoever holds it now ("" for nobody, when this bridge cannot show that nobody held it meanwhile).
+     * What a renewal found: {@code holder} null when the lock is still this bridge's, then {@code confirmedAt}
+     * (Clock.nanos) is when its row was last written, on the safe side (the time the reading statement was sent, less
+     * the row's age on the server's clock); else the token of whoever holds it now ("" for nobody, when this bridge
+     * cannot show that nobody held it meanwhile).
      */
-    protected abstract String renew(Grant grant);
+    protected record Renewal(String holder, long confirmedAt) {
+        static Renewal ours(long readSentAt, long rowAgeMillis) {
+            return new Renewal(null, readSentAt - Math.max(0, rowAgeMillis) * 1_000_000);
+        }
+
+        static Renewal heldBy(String holder) {
+            return new Renewal(holder, 0);
+        }
+    }
+
+    /**
+     * Extends the grant's lock in the table if it is still this bridge's ({@link LeasePolicy#extendableFor}), and
+     * says what the table shows after that: a renewal that could not extend the lock says how old it is.
+     */
+    protected abstract Renewal renew(Grant grant);
 
     /** Frees another holder's lock in the table, whatever its age (a forced run taking a lease over). */
     protected abstract void evict(String stateId, String token);
@@ -150,7 +176,7 @@ public abstract class KeepingLock implements StateLock {
     public final String acquire(String stateId, Duration retry, Duration wait) {
         Grant lease = leases.get(stateId);
         if (lease != null) {
-            lease.writing.lock(); // after a kept-back write under way
+            lockWithin(lease.writing, stateId); // after a kept-back write under way
             try {
                 if (lease.lost != null) {
                     throw lost(lease);
@@ -167,20 +193,20 @@ public abstract class KeepingLock implements StateLock {
     private String acquireFresh(String stateId, Duration retry, Duration wait) {
         long start = clock.nanos();
         boolean yielded = false;
-        Grant keptGrant = takeKept(stateId, wait);
+        Grant keptGrant = takeKept(stateId);
         if (keptGrant != null) {
             // Taken again only well before it could be taken for stale; an older one is freed and taken afresh.
-            if (start - keptGrant.confirmedAt < staleAfter.toNanos() / 2) {
+            if (start - keptGrant.confirmedAt < policy.reuseKeptWithin().toNanos()) {
                 // A held lock stays held, so asking again only tells whether someone waits since; a newcomer waits
                 // at most CHECK_QUEUE_AFTER longer for not being asked about.
-                if (start - keptGrant.checkedAt < CHECK_QUEUE_AFTER.toNanos()) {
+                if (start - keptGrant.checkedAt < LeasePolicy.CHECK_QUEUE_AFTER.toNanos()) {
                     return grant(keptGrant.again(false, keptGrant.checkedAt));
                 }
                 boolean nobody;
                 try {
                     nobody = nobodyWaits(keptGrant);
                 } catch (BridgeException e) {
-                    keep(keptGrant, KEPT_AFTER_RELEASE); // still ours in the table: freed later, or taken again
+                    keep(keptGrant, LeasePolicy.KEPT_AFTER_RELEASE); // still ours in the table: freed later, or taken again
                     throw e;
                 }
                 if (nobody) {
@@ -197,25 +223,35 @@ public abstract class KeepingLock implements StateLock {
      * Takes the id's kept grant out of {@link #kept}, after a free of it by the timer that is under way (its kept-back
      * write may take a while when ClickHouse or Keeper do not answer); null when there is none, or that free freed it.
      */
-    private Grant takeKept(String stateId, Duration wait) {
+    private Grant takeKept(String stateId) {
         Grant grant = kept.get(stateId);
         if (grant == null) {
             return null;
         }
-        try {
-            if (!grant.writing.tryLock(wait.toNanos(), TimeUnit.NANOSECONDS)) {
-                throw new BridgeException(ErrorCode.LOCK_NOT_ACQUIRED, "State id '" + stateId + "': this bridge was "
-                        + "still writing the state it kept back under its earlier lock of it after " + wait.toMillis()
-                        / 1000.0 + " s (lock_wait_seconds): ClickHouse or Keeper do not answer. Try again.");
-            }
-        } catch (InterruptedException e) {
-            Thread.currentThread().interrupt();
-            throw new BridgeException(ErrorCode.LOCK_NOT_ACQUIRED, "Interrupted while waiting for a lock.");
-        }
+        lockWithin(grant.writing, stateId);
         try {
             return kept.remove(stateId, grant) ? grant : null;
         } finally {
             grant.writing.unlock();
+        }
+    }
+
+    /**
+     * Takes a grant's {@code writing} or {@code confirming} lock, which background work on the grant holds while its
+     * statements run: the request thread waits for it at most lock_wait_seconds.
+     */
+    private void lockWithin(ReentrantLock busy, String stateId) {
+        boolean taken;
+        try {
+            taken = busy.tryLock(policy.lockWait().toNanos(), TimeUnit.NANOSECONDS);
+        } catch (InterruptedException e) {
+            Thread.currentThread().interrupt();
+            throw new BridgeException(ErrorCode.LOCK_NOT_ACQUIRED, "Interrupted while waiting for a lock.");
+        }
+        if (!taken) {
+            throw new BridgeException(ErrorCode.LOCK_NOT_ACQUIRED, "State id '" + stateId + "': this bridge was still "
+                    + "writing, renewing or freeing its lock of it after " + policy.lockWait().toMillis() / 1000.0
+                    + " s (lock_wait_seconds): ClickHouse or Keeper do not answer. Try again.");
         }
     }
 
@@ -227,7 +263,7 @@ public abstract class KeepingLock implements StateLock {
 
     /**
      * Takes the run lease on the id for {@code run}, unless this bridge holds it already; keeps it until
-     * {@link #close}, renewing it every third of {@code staleAfter}. A plain lock held by another process is waited
+     * {@link #close}, renewing it every {@link LeasePolicy#renewEvery}. A plain lock held by another process is waited
      * for as by {@link #acquire}; a lease of another run is refused at once ({@link ErrorCode#RUN_IN_PROGRESS}), or
      * with {@link Run#force()} taken over. A lease of this same run (left by a bridge of it that died) is taken over.
      * Taking one over waits until its holder's last renewal is {@code staleAfter} old: by then that holder writes
@@ -245,7 +281,7 @@ public abstract class KeepingLock implements StateLock {
     }
 
     private void takeLease(String stateId, Run run, Duration retry, Duration wait) {
-        Grant keptGrant = takeKept(stateId, wait);
+        Grant keptGrant = takeKept(stateId);
         if (keptGrant != null) {
             freeGranted(keptGrant);
         }
@@ -270,10 +306,7 @@ public abstract class KeepingLock implements StateLock {
         });
         leases.put(stateId, lease);
         live.put(lease.token, lease);
-        long every = staleAfter.toNanos() / 3;
-        // The first renewal counts from when the lock was last shown ours (a claim may have waited in line since).
-        long first = Math.max(0, lease.confirmedAt + every - clock.nanos());
-        lease.renewal = timer.scheduleWithFixedDelay(() -> renewLease(lease), first, every, TimeUnit.NANOSECONDS);
+        scheduleRenewal(lease);
         long wait0 = fenceUntil[0] - clock.nanos();
         if (wait0 > 0) {
             log.warn("Waiting {} s until the displaced run's lease on '{}' is stale: it writes nothing after that.",
@@ -286,47 +319,91 @@ public abstract class KeepingLock implements StateLock {
         return ago == null ? "" : ", lease renewed " + ago.toMillis() / 1000.0 + " s ago";
     }
 
-    private void renewLease(Grant lease) {
-        if (lease.lost != null) {
-            return;
-        }
-        try {
-            confirm(lease);
-        } catch (BridgeException e) {
-            log.warn("Could not renew the run lease on '{}': {} Trying again in {} s.", lease.stateId, e.getMessage(),
-                    staleAfter.toMillis() / 3000.0);
+    /** The lease's next renewal, {@link LeasePolicy#renewEvery} after it was last shown ours (at once if that passed). */
+    private void scheduleRenewal(Grant lease) {
+        if (lease.lost == null && !renewer.isShutdown()) {
+            long delay = Math.max(0, policy.renewalDue(lease.confirmedAt) - clock.nanos());
+            renewer.schedule(() -> renewLease(lease), delay, TimeUnit.NANOSECONDS);
         }
     }
 
-    /** Asks the table whether the grant is still this bridge's, extending it if so; records the answer. */
+    /**
+     * One renewal, on the renewer thread, its statements tried again only within {@link LeasePolicy#renewalDeadline}.
+     * A lease that went unconfirmed for staleAfter is said at once (another run may take it from then on); the
+     * renewals go on, and the next one that reaches the table says whether it was taken ({@link #confirm}).
+     */
+    private void renewLease(Grant lease) {
+        if (lease.lost != null || leases.get(lease.stateId) != lease) {
+            return;
+        }
+        if (!lease.lapseSaid && policy.lapsed(lease.confirmedAt, clock.nanos())) {
+            lease.lapseSaid = true;
+            log.warn("The run lease on '{}' lapsed: {} renewals in a row failed (the last: {}), and it was last shown "
+                    + "this run's {} s ago, lock_timeout_seconds ({} s) or more. Another run may take it now; this "
+                    + "run writes no state of it until a renewal shows it still its own.", lease.stateId,
+                    lease.failedRenewals, lease.lastRenewalError, (clock.nanos() - lease.confirmedAt) / 1_000_000 / 1000.0,
+                    staleAfter.toMillis() / 1000.0);
+        }
+        try {
+            ch.within(policy.renewalDeadline(), "a renewal's deadline (lock_timeout_seconds / 4)", () -> {
+                confirm(lease);
+                return null;
+            });
+            if (lease.lost == null && lease.lapseSaid) {
+                log.warn("The run lease on '{}' is this run's again: nobody had taken it while it lapsed.", lease.stateId);
+            }
+            lease.failedRenewals = 0;
+            lease.lapseSaid = false;
+        } catch (BridgeException e) {
+            lease.failedRenewals++;
+            lease.lastRenewalError = e.getMessage();
+            log.warn("Could not renew the run lease on '{}' ({} in a row): {}", lease.stateId, lease.failedRenewals,
+                    e.getMessage());
+        } finally {
+            scheduleRenewal(lease);
+        }
+    }
+
+    /**
+     * Asks the table whether the grant is still this bridge's, extending it if so, and records the answer: the one
+     * place that decides "still ours". The request thread waits for a renewal under way at most lock_wait_seconds.
+     */
     private void confirm(Grant grant) {
-        synchronized (grant) {
-            long sentAt = clock.nanos();
-            String holder = renew(grant);
-            if (holder == null) {
-                grant.confirmedAt = sentAt;
+        lockWithin(grant.confirming, grant.stateId);
+        try {
+            if (grant.lost != null) {
                 return;
             }
-            Run.Holder other = Run.holder(holder);
-            String who = other != null ? "the run " + other.describe() : holder.isEmpty() ? "another process (it "
-                    + "freed this bridge's lock, as a forced run does, or took it while it was stale and freed it)"
+            Renewal seen = renew(grant);
+            if (seen.holder() == null) {
+                grant.confirmedAt = Math.max(grant.confirmedAt, seen.confirmedAt());
+                return;
+            }
+            Run.Holder other = Run.holder(seen.holder());
+            String who = other != null ? "the run " + other.describe() : seen.holder().isEmpty() ? "another process "
+                    + "(it freed this bridge's lock, as a forced run does, or took it while it was stale and freed it)"
                     : "another process";
-            grant.lost = (grant.run != null ? "The run lease on state id '" + grant.stateId + "' was taken over by "
-                    : "The lock on state id '" + grant.stateId + "' went stale and was taken by ") + who
-                    + " (noticed at " + Instant.ofEpochMilli(clock.wallMillis()) + "): this bridge writes no more state of it, and the newest "
-                    + "bookmark it kept back was not written; the stored one stays as it was.";
+            String how = grant.run == null ? "The lock on state id '" + grant.stateId + "' went stale and was taken by "
+                    : grant.lapseSaid ? "The run lease on state id '" + grant.stateId + "' lapsed after "
+                    + grant.failedRenewals + " failed renewals (the last: " + grant.lastRenewalError + ") and was "
+                    + "taken by " : "The run lease on state id '" + grant.stateId + "' was taken over by ";
+            grant.lost = how + who + " (noticed at " + Instant.ofEpochMilli(clock.wallMillis()) + "): this bridge "
+                    + "writes no more state of it, and the newest bookmark it kept back was not written; the stored one "
+                    + "stays as it was.";
             log.warn(grant.lost);
+        } finally {
+            grant.confirming.unlock();
         }
     }
 
     /**
      * Throws unless the grant of {@code token} is still this bridge's for long enough to send a write that lands
-     * before the lock could be taken from it: within two thirds of {@code staleAfter} of its last confirmation, else
-     * after one more confirming statement.
+     * before the lock could be taken from it: within {@link LeasePolicy#writeWithoutConfirmWithin} of its last
+     * confirmation, else after one more confirming statement.
      */
     @Override
     public final void requireOwn(String token) {
-        requireOwn(token, staleAfter.toNanos() * 2 / 3);
+        requireOwn(token, policy.writeWithoutConfirmWithin().toNanos());
     }
 
     @Override
@@ -334,7 +411,11 @@ public abstract class KeepingLock implements StateLock {
         requireOwn(token, 0);
     }
 
-    /** Throws unless the grant is still this bridge's, confirming it first when its last confirmation is that old. */
+    /**
+     * Throws unless the grant is still this bridge's, confirming it first when its last confirmation is that old. A
+     * grant the table shows ours but could not extend (its row older than {@link LeasePolicy#extendableFor}) is still
+     * written under: the server drops the write if the lock went stale before it landed ({@link #heldCondition}).
+     */
     private void requireOwn(String token, long confirmWhenOlderNanos) {
         Grant grant = liveGrant(token);
         if (grant.lost == null && clock.nanos() - grant.confirmedAt >= confirmWhenOlderNanos) {
@@ -402,9 +483,9 @@ public abstract class KeepingLock implements StateLock {
             live.remove(grant.token, grant);
         } catch (BridgeException e) {
             // Kept while it may still be ours: for what it kept back, or only to free it while it is not stale yet.
-            boolean mayBeOurs = !written || clock.nanos() - grant.confirmedAt < staleAfter.toNanos();
+            boolean mayBeOurs = !written || !policy.lapsed(grant.confirmedAt, clock.nanos());
             if (grant.lost == null && grant.run == null && !timer.isShutdown() && mayBeOurs) {
-                keep(grant, staleAfter.dividedBy(3));
+                keep(grant, policy.freeAgainAfter());
             } else {
                 live.remove(grant.token, grant); // a lease is let go at close; an unfreed lock goes stale
             }
@@ -422,26 +503,27 @@ public abstract class KeepingLock implements StateLock {
     }
 
     /**
-     * A lease: stays held, and what the store kept back under it is written {@link #KEPT_AFTER_RELEASE} later unless
+     * A lease: stays held, and what the store kept back under it is written {@link LeasePolicy#KEPT_AFTER_RELEASE} later unless
      * the caller takes it again first. A plain lock: when others were waiting as it was granted, frees it now.
-     * Otherwise answers at once and frees it {@link #KEPT_AFTER_RELEASE} later, or on {@link #close}: Meltano takes
+     * Otherwise answers at once and frees it {@link LeasePolicy#KEPT_AFTER_RELEASE} later, or on {@link #close}: Meltano takes
      * the lock once per STATE message, so the next acquire of the same id usually comes from this bridge within that
      * time, and then gets the lock back without a statement (with one query, to see who waits, once per
-     * {@link #CHECK_QUEUE_AFTER}) — unless another process waits, which then goes first.
+     * {@link LeasePolicy#CHECK_QUEUE_AFTER}) — unless another process waits, which then goes first.
      */
     @Override
     public final void release(String token) {
         Grant lease = live.get(token);
         if (lease != null && lease.run != null) {
             int release;
-            lease.writing.lock();
+            lockWithin(lease.writing, lease.stateId);
             try {
                 lease.inUse = Math.max(0, lease.inUse - 1);
                 release = ++lease.releases;
             } finally {
                 lease.writing.unlock();
             }
-            timer.schedule(() -> writeKeptBack(lease, release), KEPT_AFTER_RELEASE.toMillis(), TimeUnit.MILLISECONDS);
+            timer.schedule(() -> writeKeptBack(lease, release), LeasePolicy.KEPT_AFTER_RELEASE.toMillis(),
+                    TimeUnit.MILLISECONDS);
             return;
         }
         Grant grant = held.remove(token);
@@ -453,20 +535,27 @@ public abstract class KeepingLock implements StateLock {
             freeGranted(grant);
             return;
         }
-        keep(grant, KEPT_AFTER_RELEASE);
+        keep(grant, LeasePolicy.KEPT_AFTER_RELEASE);
     }
 
-    /** Writes what the store kept back under the lease, unless the caller took the lease again meanwhile. */
+    /**
+     * Writes what the store kept back under the lease, unless the caller took the lease again meanwhile; a write that
+     * failed for a passing reason is tried again {@link LeasePolicy#writeAgainAfter} later, each try within that.
+     */
     private void writeKeptBack(Grant lease, int release) {
         lease.writing.lock();
         try {
             if (lease.inUse == 0 && lease.releases == release && lease.lost == null) {
-                beforeFree.run(lease.stateId, lease.token);
+                ch.within(policy.writeAgainAfter(), "a kept-back write's deadline (lock_timeout_seconds / 4)", () -> {
+                    beforeFree.run(lease.stateId, lease.token);
+                    return null;
+                });
             }
         } catch (BridgeException e) {
             log.warn("Could not write the newest state of '{}': {}", lease.stateId, e.getMessage());
             if (lease.lost == null && !timer.isShutdown()) {
-                timer.schedule(() -> writeKeptBack(lease, release), staleAfter.toNanos() / 3, TimeUnit.NANOSECONDS);
+                timer.schedule(() -> writeKeptBack(lease, release), policy.writeAgainAfter().toNanos(),
+                        TimeUnit.NANOSECONDS);
             }
         } finally {
             lease.writing.unlock();
@@ -479,6 +568,7 @@ public abstract class KeepingLock implements StateLock {
      */
     @Override
     public final void close() {
+        renewer.shutdownNow();
         timer.shutdown();
         try {
             timer.awaitTermination(staleAfter.toNanos(), TimeUnit.NANOSECONDS);

@@ -79,7 +79,7 @@ public final class Locks {
         Choice choice = choose(settings.lock(), keeperMap, replicated);
         switch (choice) {
             case KEEPER:
-                return new KeeperLock(ch, tables, settings.lockTimeout());
+                return new KeeperLock(ch, tables, new LeasePolicy(settings.lockTimeout(), settings.lockWait()));
             case CLAIMS:
             case CLAIMS_NOT_EXCLUSIVE:
                 String engine = tables.ensureClaims(ch, found);
@@ -89,7 +89,7 @@ public final class Locks {
                             + "once, or use lock: keeper.", settings.schema(), settings.table(),
                             replicated ? "replicated" : "not replicated", engine);
                 }
-                return new ClaimLock(ch, tables, settings.lockTimeout());
+                return new ClaimLock(ch, tables, new LeasePolicy(settings.lockTimeout(), settings.lockWait()));
             default:
                 throw new BridgeException(ErrorCode.CONFIGURATION,
                         choice.problem(settings.schema() + "." + settings.table()) + " " + choice.fix);

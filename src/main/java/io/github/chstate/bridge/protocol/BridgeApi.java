@@ -30,8 +30,9 @@ public interface BridgeApi {
     @JsonRpcMethod("get")
     StoredState get(@JsonRpcParam("state_id") String stateId);
 
+    /** Answers whether the state was kept back (written later, docs/how-it-works.md "Write interval"). */
     @JsonRpcMethod("set")
-    void set(@JsonRpcParam("state_id") String stateId, @JsonRpcParam("partial") StatePart partial,
+    boolean set(@JsonRpcParam("state_id") String stateId, @JsonRpcParam("partial") StatePart partial,
              @JsonRpcParam("completed") StatePart completed);
 
     @JsonRpcMethod("delete")

@@ -125,8 +125,8 @@ public final class BridgeService implements BridgeApi, AutoCloseable {
     }
 
     @Override
-    public void set(String stateId, StatePart partial, StatePart completed) {
-        store().set(new StoredState(leased(stateId), partial, completed));
+    public boolean set(String stateId, StatePart partial, StatePart completed) {
+        return store().set(new StoredState(leased(stateId), partial, completed));
     }
 
     @Override

@@ -124,13 +124,14 @@ public final class StateStore {
      * Under this bridge's lock on the id: written when {@code write_interval_seconds} have passed since this bridge
      * last wrote it under the lock (at once the first time), else kept back as pending until then, or until just
      * before the lock is freed ({@link #writePending}), whichever comes first. Without the lock, as {@link #setAll}.
+     * Answers whether it was kept back.
      */
-    public void set(StoredState state) {
+    public boolean set(StoredState state) {
         String id = state.stateId();
         String token = lock.heldToken(id);
         if (token == null) {
             setAll(List.of(state));
-            return;
+            return false;
         }
         Known last = known.get(id);
         if (last != null && !last.token.equals(token)) {
@@ -138,9 +139,10 @@ public final class StateStore {
         }
         if (last != null && last.writtenAt != null && ch.clock().nanos() - last.writtenAt < writeIntervalNanos) {
             known.put(id, new Known(token, last.versionMillis, state, true, last.writtenAt));
-            return;
+            return true;
         }
         write(state, token, last == null ? 0 : last.versionMillis);
+        return false;
     }
 
     /** Writes all states in one INSERT, with one version above every stored one of any of their ids. */
@@ -353,10 +355,33 @@ public final class StateStore {
         });
     }
 
+    /**
+     * Deletes the id's state. Under this bridge's lock it is fenced as a write is ({@link #insertAbove}): each try is
+     * sent only while the lock is surely still this bridge's, and on a single node the server deletes only while the
+     * lock is ({@link StateLock#heldCondition} in the DELETE). A state still there afterwards was not deleted because
+     * the lock was not this bridge's: LOCK_LOST, naming who took it, and the state stays.
+     */
     public void delete(String stateId) {
+        String token = lock.heldToken(stateId);
         writeAllPending();
         known.remove(stateId);
-        ch.execute("DELETE FROM " + tables.state + " WHERE state_id = " + Sql.literal(stateId));
+        String delete = "DELETE FROM " + tables.state + " WHERE state_id = " + Sql.literal(stateId);
+        if (token == null) {
+            ch.execute(delete);
+            return;
+        }
+        ch.execute(() -> {
+            lock.requireOwn(token);
+            // Replicated tables would run the condition's subquery again on each replica: only the bridge checks there.
+            return deployment.replicated() ? delete : delete + " AND " + lock.heldCondition(token);
+        });
+        Long left = ch.queryOne("SELECT count() FROM " + tables.state + " WHERE state_id = " + Sql.literal(stateId)
+                + deployment.readClause(), rs -> rs.getLong(1));
+        if (left != null && left > 0) {
+            lock.confirmOwn(token);
+            throw new BridgeException(ErrorCode.CLICKHOUSE, "The state of '" + stateId + "' was not deleted although "
+                    + "the lock on it reads as this bridge's; it is stored as it was. Run the command again.");
+        }
     }
 
     /** Removes every state; answers how many ids there were. */

@@ -8,6 +8,7 @@ import io.github.chstate.bridge.protocol.Json;
 import io.github.chstate.bridge.store.StatePart;
 import io.github.chstate.bridge.store.StoredState;
 import org.junit.jupiter.params.ParameterizedTest;
+import org.junit.jupiter.params.provider.CsvSource;
 import org.junit.jupiter.params.provider.ValueSource;
 
 import java.sql.Connection;
@@ -28,12 +29,13 @@ import static org.junit.jupiter.api.Assertions.assertTrue;
 class LeaseIntegrationTest {
     private final ObjectMapper json = Json.mapper();
 
-    private static Map<String, Object> settings(String lock, int lockTimeoutSeconds) {
+    /** {@code writeInterval}: 0 (every update written at once) or the default, 1 s (kept back, written later). */
+    private static Map<String, Object> settings(String lock, int lockTimeoutSeconds, int writeInterval) {
         Map<String, Object> settings = lock.equals("keeper") ? ClickHouseEndpoint.keeperServers().get(0)
                 : ClickHouseEndpoint.settings();
         settings.put("lock", lock);
         settings.put("lock_timeout_seconds", lockTimeoutSeconds);
-        settings.put("write_interval_seconds", 0);
+        settings.put("write_interval_seconds", writeInterval);
         return settings;
     }
 
@@ -77,9 +79,10 @@ class LeaseIntegrationTest {
     }
 
     @ParameterizedTest
-    @ValueSource(strings = {"claims", "keeper"})
-    void aSecondRunIsRefusedAtOnceAndAStateCommandWaitsForTheRunThenNamesIt(String lock) throws Exception {
-        Map<String, Object> settings = settings(lock, 10);
+    @CsvSource({"claims, 0", "claims, 1", "keeper, 0", "keeper, 1"})
+    void aSecondRunIsRefusedAtOnceAndAStateCommandWaitsForTheRunThenNamesIt(String lock, int writeInterval)
+            throws Exception {
+        Map<String, Object> settings = settings(lock, 10, writeInterval);
         String id = "lease-" + UUID.randomUUID();
         try (BridgeService first = new BridgeService(json); BridgeService second = new BridgeService(json);
              BridgeService command = new BridgeService(json)) {
@@ -118,24 +121,12 @@ class LeaseIntegrationTest {
     @ParameterizedTest
     @ValueSource(strings = {"claims", "keeper"})
     void aWriteOfARunWhoseLeaseWasTakenIsDroppedByTheServer(String lock) throws Exception {
-        Map<String, Object> settings = settings(lock, 60); // the bridge's own check would not ask for a minute
+        Map<String, Object> settings = settings(lock, 60, 0); // the bridge's own check would not ask for a minute
         String id = "lease-" + UUID.randomUUID();
         try (BridgeService run = new BridgeService(json)) {
             run.initialize(settings, run("a", 4242, false));
             update(run, id, 1);
-            String other = "{\"token\":\"t\",\"run\":\"z\",\"host\":\"elsewhere\",\"pid\":99,\"command\":\"meltano run "
-                    + "--force tap target\",\"since\":0}";
-            String schema = (String) settings.get("schema");
-            if (lock.equals("keeper")) {
-                execute(settings, "ALTER TABLE " + schema + ".state_keeper_lock UPDATE token = '" + other + "', at = "
-                        + "now64(3) WHERE state_id = '" + id + "' SETTINGS keeper_map_strict_mode = 1");
-            } else {
-                execute(settings, "INSERT INTO " + schema + ".state_claims (state_id, token, kind) SELECT state_id, "
-                        + "token, 'release' FROM " + schema + ".state_claims WHERE state_id = '" + id + "' AND kind = "
-                        + "'claim' GROUP BY state_id, token");
-                execute(settings, "INSERT INTO " + schema + ".state_claims (state_id, token, kind) VALUES ('" + id
-                        + "', '" + other + "', 'claim')");
-            }
+            takeOver(settings, lock, id);
             BridgeException lost = assertThrows(BridgeException.class, () -> update(run, id, 2));
             assertEquals(ErrorCode.LOCK_LOST, lost.code());
             assertTrue(lost.getMessage().contains("was taken over by the run `meltano run --force tap target` (host "
@@ -146,10 +137,50 @@ class LeaseIntegrationTest {
         assertEquals(List.of(1L), history(settings, id));
     }
 
+    /** Another run takes the lease in the table, as a forced run would, while the bridge counts it as its own. */
+    private static void takeOver(Map<String, Object> settings, String lock, String id) throws Exception {
+        String other = "{\"token\":\"t\",\"run\":\"z\",\"host\":\"elsewhere\",\"pid\":99,\"command\":\"meltano run "
+                + "--force tap target\",\"since\":0}";
+        String schema = (String) settings.get("schema");
+        if (lock.equals("keeper")) {
+            execute(settings, "ALTER TABLE " + schema + ".state_keeper_lock UPDATE token = '" + other + "', at = "
+                    + "now64(3) WHERE state_id = '" + id + "' SETTINGS keeper_map_strict_mode = 1");
+        } else {
+            execute(settings, "INSERT INTO " + schema + ".state_claims (state_id, token, kind) SELECT state_id, "
+                    + "token, 'release' FROM " + schema + ".state_claims WHERE state_id = '" + id + "' AND kind = "
+                    + "'claim' GROUP BY state_id, token");
+            execute(settings, "INSERT INTO " + schema + ".state_claims (state_id, token, kind) VALUES ('" + id
+                    + "', '" + other + "', 'claim')");
+        }
+    }
+
+    /**
+     * Meltano's clear (lock, delete) by a run whose lease was taken while its bridge still counts it as its own: the
+     * server deletes nothing, and the run is told who took it.
+     */
     @ParameterizedTest
     @ValueSource(strings = {"claims", "keeper"})
-    void forceTakesTheIdOverAndTheDisplacedRunWritesNothingAfter(String lock) throws Exception {
-        Map<String, Object> settings = settings(lock, 3);
+    void aDeleteAfterTheLeaseWasTakenDeletesNothing(String lock) throws Exception {
+        Map<String, Object> settings = settings(lock, 60, 0);
+        String id = "lease-" + UUID.randomUUID();
+        try (BridgeService run = new BridgeService(json); BridgeService reader = new BridgeService(json)) {
+            run.initialize(settings, run("a", 4242, false));
+            update(run, id, 1);
+            takeOver(settings, lock, id);
+            String token = run.acquireLock(id, 0.05);
+            BridgeException lost = assertThrows(BridgeException.class, () -> run.delete(id));
+            assertEquals(ErrorCode.LOCK_LOST, lost.code());
+            assertTrue(lost.getMessage().contains("(host elsewhere, pid 99)"), lost.getMessage());
+            run.releaseLock(token);
+            reader.initialize(settings);
+            assertEquals(1, stored(reader, id));
+        }
+    }
+
+    @ParameterizedTest
+    @CsvSource({"claims, 0", "claims, 1", "keeper, 0", "keeper, 1"})
+    void forceTakesTheIdOverAndTheDisplacedRunWritesNothingAfter(String lock, int writeInterval) throws Exception {
+        Map<String, Object> settings = settings(lock, 3, writeInterval);
         String id = "lease-" + UUID.randomUUID();
         try (BridgeService displaced = new BridgeService(json); BridgeService forced = new BridgeService(json)) {
             displaced.initialize(settings, run("a", 4242, false));

@@ -8,7 +8,7 @@ import io.github.chstate.bridge.error.BridgeException;
 import io.github.chstate.bridge.error.ErrorCode;
 import io.github.chstate.bridge.lock.ClaimLock;
 import io.github.chstate.bridge.lock.KeeperLock;
-import io.github.chstate.bridge.lock.KeepingLock;
+import io.github.chstate.bridge.lock.LeasePolicy;
 import io.github.chstate.bridge.lock.LockTables;
 import io.github.chstate.bridge.lock.Locks;
 import io.github.chstate.bridge.lock.StateLock;
@@ -206,7 +206,7 @@ class LockIntegrationTest {
             });
             LockWaiters.awaitWaiter(settings, lock, "queue");
             // Past CHECK_QUEUE_AFTER the holder asks the table again before it takes its own lock back.
-            LockWaiters.until(firstAt + KeepingLock.CHECK_QUEUE_AFTER.toNanos());
+            LockWaiters.until(firstAt + LeasePolicy.CHECK_QUEUE_AFTER.toNanos());
             holder.releaseLock(first);
             String second = holder.acquireLock("queue", 0.05);
             long holderAgainAt = System.nanoTime();
