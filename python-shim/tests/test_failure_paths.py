@@ -194,5 +194,47 @@ def test_a_run_lease_under_slow_statements_never_lapses_unnoticed(local_clickhou
         for bridge in (holder, other):
             bridge.release()
             bridge.stop()  # a run's bridge stays until the command ends: this one ends here
-    with _manager(local_clickhouse, schema) as reader:
+    with ClickhouseStateStoreManager(uri=settings["uri"], schema=schema) as reader:
         assert reader.get("slow").completed_state == {"n": 1}
+
+
+@pytest.mark.bridge_only
+def test_a_kept_back_write_failing_longer_than_the_lease_stops_no_renewal(local_clickhouse, schema, caplog):
+    """Issue 41: a run's kept-back write fails for a passing reason (TOO_MANY_PARTS) for three times
+    lock_timeout_seconds; its retries never hold back the lease's renewals, so another run is refused each time it
+    tries. Once the server takes inserts again, the kept-back state lands."""
+    local_clickhouse.start()
+    settings = ClickhouseStateStoreManager.bridge_settings(Endpoint(local_clickhouse.url_with_credentials).state_uri(),
+                                                          lock_timeout_seconds=4, schema=schema, lock="claims")
+    run = {"host": "runner", "command": "meltano run tap target", "force": False}
+    holder = SharedBridge.acquire(settings, {**run, "id": "holder", "pid": 1})
+    other = SharedBridge.acquire(settings, {**run, "id": "other", "pid": 2})
+    try:
+        def update(n: int):
+            token = holder.call("acquire_lock", {"state_id": "parts"})
+            holder.call("set", {"state_id": "parts", "partial": {}, "completed": {"n": n}})
+            holder.call("release_lock", {"token": token})
+
+        update(1)  # written at once
+        local_clickhouse.faults(fail_matching=r"INSERT INTO `[^`]+`\.`state` \(", fail_code=252)
+        update(2)  # kept back (write interval), then written after the release: refused, tried again
+        refusals = 0
+        with caplog.at_level(logging.WARNING, logger="meltano_state_backend_clickhouse.bridge"):
+            until = time.monotonic() + 3 * 4
+            while time.monotonic() < until:
+                with pytest.raises(BridgeError) as refused:
+                    other.call("get", {"state_id": "parts"})
+                assert refused.value.code == client.RUN_IN_PROGRESS, refused.value
+                refusals += 1
+        assert refusals > 0
+        assert "Could not write the newest state of 'parts'" in caplog.text  # the write did fail meanwhile
+        assert "lapsed" not in caplog.text and "Could not renew" not in caplog.text, caplog.text
+        local_clickhouse.faults(fail_matching="")
+        holder.flush()
+    finally:
+        local_clickhouse.faults(fail_matching="")
+        for bridge in (holder, other):
+            bridge.release()
+            bridge.stop()  # a run's bridge stays until the command ends: this one ends here
+    with ClickhouseStateStoreManager(uri=settings["uri"], schema=schema) as reader:
+        assert reader.get("parts").completed_state == {"n": 2}

@@ -52,10 +52,10 @@ public abstract class KeepingLock implements StateLock {
         /** Held while a statement asks the table whether the grant is still ours ({@link #confirm}). */
         final ReentrantLock confirming = new ReentrantLock();
         /** A lease: renewals that failed since the last one that succeeded, and the last one's error. */
-        int failedRenewals;
-        String lastRenewalError;
+        volatile int failedRenewals;
+        volatile String lastRenewalError;
         /** A lease: a warning said it went unconfirmed for staleAfter (it may have been taken since). */
-        boolean lapseSaid;
+        volatile boolean lapseSaid;
         /**
          * A lease: taken by its kept-back write, and briefly by the caller's acquire, so that the two never overlap. A
          * kept plain lock: taken by the timer's free of it, and by an acquire before it takes the grant back, so that
@@ -338,11 +338,8 @@ public abstract class KeepingLock implements StateLock {
         }
         if (!lease.lapseSaid && policy.lapsed(lease.confirmedAt, clock.nanos())) {
             lease.lapseSaid = true;
-            log.warn("The run lease on '{}' lapsed: {} renewals in a row failed (the last: {}), and it was last shown "
-                    + "this run's {} s ago, lock_timeout_seconds ({} s) or more. Another run may take it now; this "
-                    + "run writes no state of it until a renewal shows it still its own.", lease.stateId,
-                    lease.failedRenewals, lease.lastRenewalError, (clock.nanos() - lease.confirmedAt) / 1_000_000 / 1000.0,
-                    staleAfter.toMillis() / 1000.0);
+            log.warn("The run lease on '{}' lapsed{}: another run may take it now. This run writes no state of it until "
+                    + "a renewal shows it still its own.", lease.stateId, lapse(lease));
         }
         try {
             ch.within(policy.renewalDeadline(), "a renewal's deadline (lock_timeout_seconds / 4)", () -> {
@@ -362,6 +359,17 @@ public abstract class KeepingLock implements StateLock {
         } finally {
             scheduleRenewal(lease);
         }
+    }
+
+    /** Why a lease lapsed, when it did: renewals that failed, or none that ran (the bridge was paused or starved). */
+    private String lapse(Grant grant) {
+        if (!grant.lapseSaid) {
+            return "";
+        }
+        String why = grant.failedRenewals > 0 ? grant.failedRenewals + " renewals in a row failed, the last with: "
+                + grant.lastRenewalError : "no renewal ran: this bridge was paused or starved";
+        return " (last shown this run's " + (clock.nanos() - grant.confirmedAt) / 1_000_000 / 1000.0 + " s ago, "
+                + "lock_timeout_seconds " + staleAfter.toMillis() / 1000.0 + " s; " + why + ")";
     }
 
     /**
@@ -384,12 +392,11 @@ public abstract class KeepingLock implements StateLock {
                     + "(it freed this bridge's lock, as a forced run does, or took it while it was stale and freed it)"
                     : "another process";
             String how = grant.run == null ? "The lock on state id '" + grant.stateId + "' went stale and was taken by "
-                    : grant.lapseSaid ? "The run lease on state id '" + grant.stateId + "' lapsed after "
-                    + grant.failedRenewals + " failed renewals (the last: " + grant.lastRenewalError + ") and was "
-                    + "taken by " : "The run lease on state id '" + grant.stateId + "' was taken over by ";
-            grant.lost = how + who + " (noticed at " + Instant.ofEpochMilli(clock.wallMillis()) + "): this bridge "
-                    + "writes no more state of it, and the newest bookmark it kept back was not written; the stored one "
-                    + "stays as it was.";
+                    : "The run lease on state id '" + grant.stateId + "' was taken over by ";
+            grant.lost = how + who + (grant.lapseSaid ? " after it lapsed" + lapse(grant) : "") + " (noticed at "
+                    + Instant.ofEpochMilli(clock.wallMillis()) + "): "
+                    + "this bridge writes no more state of it, and the newest bookmark it kept back was not written; the "
+                    + "stored one stays as it was.";
             log.warn(grant.lost);
         } finally {
             grant.confirming.unlock();
@@ -503,9 +510,9 @@ public abstract class KeepingLock implements StateLock {
     }
 
     /**
-     * A lease: stays held, and what the store kept back under it is written {@link LeasePolicy#KEPT_AFTER_RELEASE} later unless
-     * the caller takes it again first. A plain lock: when others were waiting as it was granted, frees it now.
-     * Otherwise answers at once and frees it {@link LeasePolicy#KEPT_AFTER_RELEASE} later, or on {@link #close}: Meltano takes
+     * A lease: stays held, and what the store kept back under it is written {@link LeasePolicy#KEPT_AFTER_RELEASE}
+     * later unless the caller takes it again first. A plain lock: when others were waiting as it was granted, frees it
+     * now. Otherwise answers at once and frees it that much later, or on {@link #close}: Meltano takes
      * the lock once per STATE message, so the next acquire of the same id usually comes from this bridge within that
      * time, and then gets the lock back without a statement (with one query, to see who waits, once per
      * {@link LeasePolicy#CHECK_QUEUE_AFTER}) — unless another process waits, which then goes first.
