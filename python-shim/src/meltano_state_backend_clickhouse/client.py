@@ -268,9 +268,12 @@ class SharedBridge:
         BridgeError naming each state id whose newest state could not be written, and BridgeDiedError naming those a
         bridge that died had accepted (each said once)."""
         client = self._client
-        if client is not None and client.process.exit_code() is None and client.process.initialized:
-            client.call("flush")
-        elif client is not None:
+        try:
+            if client is not None and client.process.exit_code() is None and client.process.initialized:
+                client.call("flush")
+        except BridgeDiedError:
+            pass  # what it kept back is said below
+        if client is not None and client.process.exit_code() is not None:
             self._remember_lost(client)
         if self._lost:
             lost, self._lost = self._lost, {}

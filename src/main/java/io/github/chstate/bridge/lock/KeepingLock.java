@@ -24,7 +24,9 @@ import java.util.function.Supplier;
  * take the same id again mostly without a statement ({@link #release}), run leases ({@link #lease}), and knowing
  * whether a grant is still this bridge's ({@link #requireOwn}, decided in {@link #confirm} alone). Two threads work
  * in the background: the renewer renews leases and nothing else, so that no write or free ever delays a renewal;
- * the timer frees kept locks and writes what a lease kept back. Every timing comes from the {@link LeasePolicy}.
+ * the timer frees kept locks and writes what a lease kept back. A third, the watch, sends no statement: it says a
+ * lease lapsed the moment it does, even while a renewal's statement hangs. Every timing comes from the
+ * {@link LeasePolicy}.
  * Subclasses say how a lock is taken, renewed and freed in the table, and how to tell whether others wait for a
  * lock this bridge keeps.
  */
@@ -96,6 +98,7 @@ public abstract class KeepingLock implements StateLock {
     private final Map<String, Grant> leases = new ConcurrentHashMap<>(); // by state id
     private final ScheduledThreadPoolExecutor timer = daemon("lock-timer");
     private final ScheduledThreadPoolExecutor renewer = daemon("lease-renewer");
+    private final ScheduledThreadPoolExecutor watch = daemon("lease-watch");
     private volatile BeforeFree beforeFree = (stateId, token) -> { };
 
     protected KeepingLock(ClickHouse ch, LockTables tables, LeasePolicy policy) {
@@ -322,8 +325,12 @@ public abstract class KeepingLock implements StateLock {
     /** The lease's next renewal, {@link LeasePolicy#renewEvery} after it was last shown ours (at once if that passed). */
     private void scheduleRenewal(Grant lease) {
         if (lease.lost == null && !renewer.isShutdown()) {
-            long delay = Math.max(0, policy.renewalDue(lease.confirmedAt) - clock.nanos());
-            renewer.schedule(() -> renewLease(lease), delay, TimeUnit.NANOSECONDS);
+            long confirmedAt = lease.confirmedAt;
+            long now = clock.nanos();
+            renewer.schedule(() -> renewLease(lease), Math.max(0, policy.renewalDue(confirmedAt) - now),
+                    TimeUnit.NANOSECONDS);
+            watch.schedule(() -> sayIfLapsed(lease), Math.max(0, confirmedAt + staleAfter.toNanos() - now),
+                    TimeUnit.NANOSECONDS);
         }
     }
 
@@ -336,11 +343,7 @@ public abstract class KeepingLock implements StateLock {
         if (lease.lost != null || leases.get(lease.stateId) != lease) {
             return;
         }
-        if (!lease.lapseSaid && policy.lapsed(lease.confirmedAt, clock.nanos())) {
-            lease.lapseSaid = true;
-            log.warn("The run lease on '{}' lapsed{}: another run may take it now. This run writes no state of it until "
-                    + "a renewal shows it still its own.", lease.stateId, lapse(lease));
-        }
+        sayIfLapsed(lease);
         try {
             ch.within(policy.renewalDeadline(), "a renewal's deadline (lock_timeout_seconds / 4)", () -> {
                 confirm(lease);
@@ -361,13 +364,26 @@ public abstract class KeepingLock implements StateLock {
         }
     }
 
-    /** Why a lease lapsed, when it did: renewals that failed, or none that ran (the bridge was paused or starved). */
+    /** Warns, once, when the lease went unconfirmed for staleAfter: from then on another run may take it. */
+    private void sayIfLapsed(Grant lease) {
+        synchronized (lease) { // the watch and the renewer
+            if (lease.lapseSaid || lease.lost != null || leases.get(lease.stateId) != lease
+                    || !policy.lapsed(lease.confirmedAt, clock.nanos())) {
+                return;
+            }
+            lease.lapseSaid = true;
+        }
+        log.warn("The run lease on '{}' lapsed{}: another run may take it now. This run writes no state of it until a "
+                + "renewal shows it still its own.", lease.stateId, lapse(lease));
+    }
+
+    /** Why a lease lapsed, when it did: renewals that failed, or none that answered in time. */
     private String lapse(Grant grant) {
         if (!grant.lapseSaid) {
             return "";
         }
         String why = grant.failedRenewals > 0 ? grant.failedRenewals + " renewals in a row failed, the last with: "
-                + grant.lastRenewalError : "no renewal ran: this bridge was paused or starved";
+                + grant.lastRenewalError : "no renewal answered in time: a statement hangs, or this bridge was paused or starved";
         return " (last shown this run's " + (clock.nanos() - grant.confirmedAt) / 1_000_000 / 1000.0 + " s ago, "
                 + "lock_timeout_seconds " + staleAfter.toMillis() / 1000.0 + " s; " + why + ")";
     }
@@ -576,6 +592,7 @@ public abstract class KeepingLock implements StateLock {
     @Override
     public final void close() {
         renewer.shutdownNow();
+        watch.shutdownNow();
         timer.shutdown();
         try {
             timer.awaitTermination(staleAfter.toNanos(), TimeUnit.NANOSECONDS);
