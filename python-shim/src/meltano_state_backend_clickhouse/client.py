@@ -209,9 +209,7 @@ class SharedBridge:
                 logger.warning("%s Its lock goes stale after lock_timeout_seconds.", died)
                 return None, client
             if method not in IDEMPOTENT:
-                raise BridgeDiedError(f"{died} '{method}' was not sent again: " + (
-                    "the lock the bridge may have taken goes stale after lock_timeout_seconds; run again."
-                    if method == "acquire_lock" else "it is not safe to send twice.")) from None
+                raise BridgeDiedError(f"{died} '{method}' was not sent again: it is not safe to send twice.") from None
             logger.warning("%s Sending '%s' again, to a new bridge.", died, method)
         client = self._ensure_running()
         return client.call(method, params), client
