@@ -2,6 +2,7 @@
 call ends within its bound, says what went wrong, and leaves no grant, pending state or session behind."""
 from __future__ import annotations
 
+import contextlib
 import logging
 import time
 
@@ -159,18 +160,32 @@ def test_a_claim_whose_next_statement_fails_is_withdrawn(local_clickhouse, schem
         assert m.get("claimed").completed_state == {"n": 2}
 
 
+@contextlib.contextmanager
+def _two_runs(local_clickhouse, schema, lock_timeout_seconds: int):
+    """The bridges of two pipeline runs on one state table (claims lock): the settings, the holder's, the other's. A
+    run's bridge stays until its command ends; these end with the block, and the server's faults are cleared."""
+    local_clickhouse.start()
+    settings = ClickhouseStateStoreManager.bridge_settings(Endpoint(local_clickhouse.url_with_credentials).state_uri(),
+                                                          lock_timeout_seconds=lock_timeout_seconds, schema=schema,
+                                                          lock="claims")
+    run = {"host": "runner", "command": "meltano run tap target", "force": False}
+    holder = SharedBridge.acquire(settings, {**run, "id": "holder", "pid": 1})
+    other = SharedBridge.acquire(settings, {**run, "id": "other", "pid": 2})
+    try:
+        yield settings, holder, other
+    finally:
+        local_clickhouse.faults(latency_ms=0, fail_matching="")
+        for bridge in (holder, other):
+            bridge.release()
+            bridge.stop()
+
+
 @pytest.mark.bridge_only
 def test_a_run_lease_under_slow_statements_never_lapses_unnoticed(local_clickhouse, schema, caplog):
     """Issue 41: every statement takes 1.2 s and lock_timeout_seconds is 12 while a run holds its lease and its tap is
     quiet. For three lease lifetimes another run is refused each time it tries, unless the holder has said first that
     its lease lapsed; the holder's write afterwards lands."""
-    local_clickhouse.start()
-    settings = ClickhouseStateStoreManager.bridge_settings(Endpoint(local_clickhouse.url_with_credentials).state_uri(),
-                                                          lock_timeout_seconds=12, schema=schema, lock="claims")
-    run = {"host": "runner", "command": "meltano run tap target", "force": False}
-    holder = SharedBridge.acquire(settings, {**run, "id": "holder", "pid": 1})
-    other = SharedBridge.acquire(settings, {**run, "id": "other", "pid": 2})
-    try:
+    with _two_runs(local_clickhouse, schema, lock_timeout_seconds=12) as (settings, holder, other):
         holder.call("get", {"state_id": "slow"})  # takes the lease
         local_clickhouse.faults(latency_ms=1200)
         refusals = 0
@@ -189,11 +204,6 @@ def test_a_run_lease_under_slow_statements_never_lapses_unnoticed(local_clickhou
                 assert "lapsed" not in caplog.text and "renew" not in caplog.text, caplog.text
         assert refusals > 0
         holder.call("set", {"state_id": "slow", "partial": {}, "completed": {"n": 1}})
-    finally:
-        local_clickhouse.faults(latency_ms=0)
-        for bridge in (holder, other):
-            bridge.release()
-            bridge.stop()  # a run's bridge stays until the command ends: this one ends here
     with ClickhouseStateStoreManager(uri=settings["uri"], schema=schema) as reader:
         assert reader.get("slow").completed_state == {"n": 1}
 
@@ -203,13 +213,7 @@ def test_a_kept_back_write_failing_longer_than_the_lease_stops_no_renewal(local_
     """Issue 41: a run's kept-back write fails for a passing reason (TOO_MANY_PARTS) for three times
     lock_timeout_seconds; its retries never hold back the lease's renewals, so another run is refused each time it
     tries. Once the server takes inserts again, the kept-back state lands."""
-    local_clickhouse.start()
-    settings = ClickhouseStateStoreManager.bridge_settings(Endpoint(local_clickhouse.url_with_credentials).state_uri(),
-                                                          lock_timeout_seconds=4, schema=schema, lock="claims")
-    run = {"host": "runner", "command": "meltano run tap target", "force": False}
-    holder = SharedBridge.acquire(settings, {**run, "id": "holder", "pid": 1})
-    other = SharedBridge.acquire(settings, {**run, "id": "other", "pid": 2})
-    try:
+    with _two_runs(local_clickhouse, schema, lock_timeout_seconds=4) as (settings, holder, other):
         def update(n: int):
             token = holder.call("acquire_lock", {"state_id": "parts"})
             holder.call("set", {"state_id": "parts", "partial": {}, "completed": {"n": n}})
@@ -231,10 +235,5 @@ def test_a_kept_back_write_failing_longer_than_the_lease_stops_no_renewal(local_
         assert "lapsed" not in caplog.text and "Could not renew" not in caplog.text, caplog.text
         local_clickhouse.faults(fail_matching="")
         holder.flush()
-    finally:
-        local_clickhouse.faults(fail_matching="")
-        for bridge in (holder, other):
-            bridge.release()
-            bridge.stop()  # a run's bridge stays until the command ends: this one ends here
     with ClickhouseStateStoreManager(uri=settings["uri"], schema=schema) as reader:
         assert reader.get("parts").completed_state == {"n": 2}
