@@ -34,6 +34,25 @@ def bridge_pid(manager) -> int:
     return manager._bridge._client.process.pid
 
 
+def freeze(pid: int):
+    """SIGSTOP, then waits until every thread of the process has stopped: kill() returns before they have, and a thread
+    that is running meanwhile may still answer a request sent just after."""
+    os.kill(pid, signal.SIGSTOP)
+    deadline = time.monotonic() + 60
+    while not all(state in "Tt" for state in _thread_states(pid)):
+        assert time.monotonic() < deadline, f"pid {pid} did not stop within 60 s of SIGSTOP"
+        time.sleep(0.01)
+
+
+def _thread_states(pid: int) -> list[str]:
+    states = []
+    for task in os.listdir(f"/proc/{pid}/task"):
+        with contextlib.suppress(FileNotFoundError, ProcessLookupError):  # a thread that ended meanwhile
+            with open(f"/proc/{pid}/task/{task}/stat") as stat:
+                states.append(stat.read().rsplit(")", 1)[1].split()[0])
+    return states
+
+
 def test_settings_map_to_the_bridge_and_none_means_unset(manager, schema):
     assert manager.settings["schema"] == schema
     assert "host" not in manager.settings and "table" not in manager.settings
@@ -602,13 +621,13 @@ def test_a_hung_bridge_is_given_up_within_the_deadline_its_settings_give(clickho
         assert client.answer_within == 1 + 2 + 0 + 2 * (1 + 1) + 10
         client.answer_within = 2  # the same path, without the test waiting 17 s
         pid = client.process.pid
-        os.kill(pid, signal.SIGSTOP)
+        freeze(pid)
         with pytest.raises(BridgeDiedError, match="did not answer 'ping' within 2 s"):
             client.call("ping")
         assert client.process._popen.poll() is not None  # stopped (killed), not left stopped
         assert m.get("hung").completed_state == {"n": 1}  # on a new bridge
         m._bridge._client.answer_within, pid = 2, bridge_pid(m)
-        os.kill(pid, signal.SIGSTOP)  # under a manager's call: a get is sent again to a new bridge
+        freeze(pid)  # under a manager's call: a get is sent again to a new bridge
         assert m.get("hung").completed_state == {"n": 1}
         assert bridge_pid(m) != pid
     finally:
