@@ -147,6 +147,26 @@ def test_export_import_and_clear_all(meltano):
     assert meltano("state", "list").stdout.split() == []
 
 
+def test_import_and_export_of_100000_states(meltano):
+    """A whole organisation's state moves in one `meltano state import` and out with one `export`: no statement grows
+    with the ids (the local server refuses a URL over 16 KiB, as a real one past http_max_uri_size); each imported
+    state is one new version, above the one stored before."""
+    _skip_without(meltano, "export", "import")
+    meltano("state", "set", "--force", "dev:tap-7-to-target", '{"singer_state": {"old": true}}')
+    states = {f"dev:tap-{i}-to-target": {"completed": {"singer_state": {"bookmarks": {"s": {"id": i}}}},
+                                          "partial": {"singer_state": {"p": i}} if i % 10 == 0 else {}}
+              for i in range(100_000)}
+    source = meltano.root / "states.json"
+    source.write_text(json.dumps(states))
+    imported = meltano("state", "import", str(source))
+    assert "Successfully imported 100000 state(s)" in imported.stdout + imported.stderr
+    assert json.loads(meltano("state", "export").stdout) == states
+    assert len(meltano("state", "list").stdout.split()) == 100_000
+    [versions] = meltano.query(f"SELECT count() AS n, uniqExact(state_id) AS ids, countIf(state_id = "
+                               f"'dev:tap-7-to-target') AS of_7 FROM `{meltano.schema}`.state_history")
+    assert versions == {"n": 100_001, "ids": 100_000, "of_7": 2}  # the one set before, and the import's
+
+
 def test_edit(meltano):
     _skip_without(meltano, "edit")
     meltano("state", "set", "--force", "dev:a", '{"singer_state": {"bookmarks": {"s": {"id": 1}}}}')

@@ -33,12 +33,15 @@ def main(argv=None):
     parser.add_argument("--password", default=os.environ.get("CHDB_SERVER_PASSWORD", ""),
                         help="default: $CHDB_SERVER_PASSWORD, else empty")
     parser.add_argument("--tls", action="store_true", help="serve HTTPS (self-signed certificate unless --cert)")
+    parser.add_argument("--max-uri-size", type=int, default=16384,
+                        help="longest request URI in bytes, answered 400 above (a real server's http_max_uri_size: "
+                             "1 MiB by default, 16 KiB on older releases; default here 16384)")
     parser.add_argument("--cert")
     parser.add_argument("--key")
     args = parser.parse_args(argv)
 
     engine = Engine(args.data, args.config)
-    server = Server((args.host, args.port), engine, args.user, args.password)
+    server = Server((args.host, args.port), engine, args.user, args.password, args.max_uri_size)
     scheme = "http"
     if args.tls:
         cert, key = (args.cert, args.key) if args.cert else _self_signed(args.data)

@@ -164,6 +164,14 @@ class Handler(BaseHTTPRequestHandler):
         self._handle(self._read_body())
 
     def _handle(self, body: bytes):
+        with self.server.stats_lock:
+            self.server.longest_uri = max(self.server.longest_uri, len(self.path))
+        if len(self.path) > self.server.max_uri_size:
+            # As a real server past http_max_uri_size: 400, no ClickHouse error code; the body was read, so the client
+            # gets this answer rather than a broken pipe.
+            self.close_connection = True
+            return self._send(400, f"Bad Request: the URI is longer than http_max_uri_size "
+                                   f"({self.server.max_uri_size} bytes here)\n".encode(), {"Connection": "close"})
         url = urlsplit(self.path)
         params = dict(parse_qsl(url.query, keep_blank_values=True))
         if url.path == "/__faults__":
@@ -172,7 +180,8 @@ class Handler(BaseHTTPRequestHandler):
         if url.path == "/__stats__":
             engine = self.server.engine
             stats = {"most_in_flight": engine.most_in_flight, "sessions_opened": engine.sessions_opened,
-                     "statements": engine.statements, "last_statements": list(engine.last_statements)}
+                     "statements": engine.statements, "last_statements": list(engine.last_statements),
+                     "longest_uri": self.server.longest_uri}
             return self._send(200, json.dumps(stats).encode(), {"Content-Type": "application/json"})
         if url.path in ("/ping",) or (url.path == "/" and "query" not in params and not body):
             return self._send(200, b"Ok.\n", {"Content-Type": "text/html; charset=UTF-8"})
@@ -253,8 +262,11 @@ class Server(ThreadingHTTPServer):
     allow_reuse_address = True
     request_queue_size = 64  # the listen backlog: the default 5 resets connections when 16 clients connect at once
 
-    def __init__(self, address, engine: Engine, user: str, password: str):
+    def __init__(self, address, engine: Engine, user: str, password: str, max_uri_size: int = 16384):
         super().__init__(address, Handler)
+        self.max_uri_size = max_uri_size
+        self.longest_uri = 0
+        self.stats_lock = threading.Lock()
         self.engine = engine
         self.user = user
         self.password = password

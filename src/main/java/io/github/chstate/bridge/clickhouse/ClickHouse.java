@@ -257,6 +257,12 @@ public final class ClickHouse implements AutoCloseable {
             return new BridgeException(ErrorCode.CLICKHOUSE, "ClickHouse at " + endpoint + " failed: "
                     + serverMessage(e), e);
         }
+        ServerErrors.HttpRefusal refusal = ServerErrors.httpRefusal(e);
+        if (refusal != null) {
+            return new BridgeException(ErrorCode.CLICKHOUSE, "ClickHouse at " + endpoint + " answered HTTP "
+                    + refusal.status() + ": " + refusal.meaning() + "." + (refusal.passing() ? ""
+                    : " Not tried again: the same request would be refused again."), e);
+        }
         if (isUnreachable(e)) {
             return new BridgeException(ErrorCode.UNREACHABLE, "Cannot reach ClickHouse at " + endpoint + " ("
                     + rootMessage(e) + "). Is the server running and are host, port and secure right?", e);

@@ -1,8 +1,6 @@
 package io.github.chstate.bridge.clickhouse;
 
-import com.clickhouse.client.api.ClientException;
 import com.clickhouse.client.api.ConnectionInitiationException;
-import com.clickhouse.client.api.ServerException;
 import io.github.chstate.bridge.clock.Clock;
 import io.github.chstate.bridge.error.BridgeException;
 import org.slf4j.Logger;
@@ -161,13 +159,11 @@ final class Retry {
             }
             return TRANSIENT_CODES.containsKey(code) ? "code " + code + ", " + TRANSIENT_CODES.get(code) : null;
         }
+        ServerErrors.HttpRefusal refusal = ServerErrors.httpRefusal(e);
+        if (refusal != null) {
+            return refusal.passing() ? "HTTP " + refusal.status() + ": " + refusal.meaning() : null;
+        }
         for (Throwable t = e; t != null; t = t.getCause()) {
-            if (t instanceof ServerException server && server.getTransportProtocolCode() >= 500) {
-                return "HTTP " + server.getTransportProtocolCode() + " without a ClickHouse error: a proxy or load balancer";
-            }
-            if (t instanceof ClientException && String.valueOf(t.getMessage()).startsWith("Unexpected result status 5")) {
-                return t.getMessage() + " (a proxy or load balancer)";
-            }
             if (isConnectFailure(t)) {
                 return "cannot connect: " + t.getMessage();
             }

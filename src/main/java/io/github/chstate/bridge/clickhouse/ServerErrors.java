@@ -1,5 +1,6 @@
 package io.github.chstate.bridge.clickhouse;
 
+import com.clickhouse.client.api.ClientException;
 import com.clickhouse.client.api.ServerException;
 
 import java.sql.SQLException;
@@ -9,6 +10,15 @@ import java.util.regex.Pattern;
 /** What a failure of a statement says about the server's answer: its error code, a lost Keeper compare-and-set. */
 public final class ServerErrors {
     private static final Pattern SERVER_CODE = Pattern.compile("Code: (\\d+)\\.");
+    /** How the driver words an HTTP status it has no exception of its own for (and 502). */
+    private static final Pattern DRIVER_STATUS = Pattern.compile("^(?:Unexpected result status |Server returned ')(\\d{3})");
+
+    /**
+     * An HTTP answer without a ClickHouse error: what its status means, and whether the same request may pass later
+     * (a busy or restarting proxy or server) or is refused again (its size, its address).
+     */
+    public record HttpRefusal(int status, String meaning, boolean passing) {
+    }
 
     private ServerErrors() {
     }
@@ -28,6 +38,46 @@ public final class ServerErrors {
             }
         }
         return null;
+    }
+
+    /** The HTTP status of an answer that carried no ClickHouse error (a proxy's, or a server's refusal); else null. */
+    public static HttpRefusal httpRefusal(Throwable e) {
+        if (code(e) != null) {
+            return null;
+        }
+        for (Throwable t = e; t != null; t = t.getCause()) {
+            if (t instanceof ServerException server && server.getTransportProtocolCode() >= 400) {
+                return httpRefusal(server.getTransportProtocolCode());
+            }
+            if (t instanceof ClientException) {
+                Matcher m = DRIVER_STATUS.matcher(String.valueOf(t.getMessage()));
+                if (m.find()) {
+                    return httpRefusal(Integer.parseInt(m.group(1)));
+                }
+            }
+        }
+        return null;
+    }
+
+    static HttpRefusal httpRefusal(int status) {
+        return switch (status) {
+            case 400 -> new HttpRefusal(status, "the server or a proxy refused the request as malformed without a "
+                    + "ClickHouse error (ClickHouse answers so a URL longer than http_max_uri_size)", false);
+            case 413 -> new HttpRefusal(status, "the request was larger than the server or a proxy in front of it "
+                    + "accepts (a proxy's body limit, e.g. nginx client_max_body_size)", false);
+            case 414 -> new HttpRefusal(status, "the request's URL was longer than a proxy in front of "
+                    + "ClickHouse accepts", false);
+            case 431 -> new HttpRefusal(status, "the request's headers were larger than the server or a proxy accepts",
+                    false);
+            case 408, 429 -> new HttpRefusal(status, "a proxy or the server turned the request away for now (too "
+                    + "slow, or too many requests)", true);
+            case 502, 503, 504 -> new HttpRefusal(status, "a proxy or load balancer in front of ClickHouse could not "
+                    + "get an answer from it", true);
+            default -> status >= 500
+                    ? new HttpRefusal(status, "the server or a proxy failed without a ClickHouse error", true)
+                    : new HttpRefusal(status, "the server or a proxy refused the request without a ClickHouse error "
+                    + "(check the host, port and any proxy in between)", false);
+        };
     }
 
     /**

@@ -74,7 +74,12 @@ public final class Dispatcher {
         String problem = request == null ? "expected one JSON-RPC 2.0 request object per line"
                 : RequestShape.problem(request);
         if (problem != null) {
-            return errorResponse(ErrorCode.INVALID_REQUEST, "Invalid request: " + problem + ".");
+            ObjectNode response = errorResponse(ErrorCode.INVALID_REQUEST, "Invalid request: " + problem + ".");
+            JsonNode id = request == null ? null : request.get("id");
+            if (id != null && (id.isTextual() || MessageReader.isNumberId(id))) {
+                response.set("id", id); // a client matches answers by id
+            }
+            return response;
         }
         JsonNode id = request.get("id");
         ((ObjectNode) request).put("id", STAND_IN_ID);
@@ -140,7 +145,7 @@ public final class Dispatcher {
                 .set("data", json.valueToTree(error.data));
     }
 
-    private JsonNode errorResponse(ErrorCode code, String message) {
+    private ObjectNode errorResponse(ErrorCode code, String message) {
         ObjectNode response = json.createObjectNode().put("jsonrpc", "2.0");
         response.putNull("id");
         replaceError(response, code, message);

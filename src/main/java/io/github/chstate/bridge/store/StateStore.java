@@ -7,6 +7,7 @@ import io.github.chstate.bridge.clickhouse.Sql;
 import io.github.chstate.bridge.clock.Clock;
 import io.github.chstate.bridge.error.BridgeException;
 import io.github.chstate.bridge.error.ErrorCode;
+import io.github.chstate.bridge.lock.Run;
 import io.github.chstate.bridge.lock.StateLock;
 
 import java.io.IOException;
@@ -14,9 +15,11 @@ import java.io.InputStream;
 import java.time.Duration;
 import java.util.ArrayList;
 import java.util.Collection;
+import java.util.HashSet;
 import java.util.LinkedHashMap;
 import java.util.List;
 import java.util.Map;
+import java.util.Set;
 import java.util.TreeMap;
 import java.util.UUID;
 import java.util.concurrent.ConcurrentHashMap;
@@ -67,6 +70,7 @@ public final class StateStore {
     }
 
     private final Map<String, Known> known = new ConcurrentHashMap<>();
+    private final ReadAhead readAhead;
     /** Why pending states could not be written, by id: said by the next acquire of the id, or by {@link #flush()}. */
     private final Map<String, String> failedWrites = new ConcurrentHashMap<>();
 
@@ -79,6 +83,7 @@ public final class StateStore {
         this.deployment = deployment;
         this.json = json;
         this.writeIntervalNanos = writeInterval.toNanos();
+        this.readAhead = new ReadAhead(ch.clock(), this::statesFrom);
         lock.beforeFree(this::writePending);
     }
 
@@ -92,9 +97,14 @@ public final class StateStore {
         Known last = known.get(stateId);
         if (token == null) {
             writeAllPending();
+            return readAhead.get(stateId, () -> getStored(stateId, null));
         } else if (writeIntervalNanos > 0 && last != null && last.token.equals(token) && last.state != null) {
             return last.state;
         }
+        return getStored(stateId, token);
+    }
+
+    private StoredState getStored(String stateId, String token) {
         List<StoredState> rows = ch.queryRowBinary("SELECT state_id, partial_state, completed_state, "
                 + "toUnixTimestamp64Milli(updated_at) FROM " + tables.state + " FINAL WHERE state_id = "
                 + Sql.literal(stateId) + deployment.readClause(), in -> {
@@ -106,6 +116,19 @@ public final class StateStore {
                     return state;
                 });
         return rows.isEmpty() ? null : rows.get(0);
+    }
+
+    /**
+     * The states of the id and those after it, for {@link ReadAhead}: at most {@link ReadAhead#ROWS} rows, cut after
+     * {@link ReadAhead#BYTES} of state; the statement is the same size whatever it reads.
+     */
+    private List<StoredState> statesFrom(String stateId) {
+        return ch.queryRowBinary("SELECT state_id, partial_state, completed_state FROM (SELECT *, sum(length(ifNull("
+                + "partial_state, '')) + length(ifNull(completed_state, ''))) OVER (ORDER BY state_id ROWS BETWEEN "
+                + "UNBOUNDED PRECEDING AND 1 PRECEDING) AS before FROM (SELECT state_id, partial_state, completed_state "
+                + "FROM " + tables.state + " FINAL WHERE state_id >= " + Sql.literal(stateId) + " ORDER BY state_id LIMIT "
+                + ReadAhead.ROWS + ")) WHERE before < " + ReadAhead.BYTES + " ORDER BY state_id" + deployment.readClause(),
+                this::row);
     }
 
     public List<StoredState> getAll(String pattern) {
@@ -123,14 +146,14 @@ public final class StateStore {
     /**
      * Under this bridge's lock on the id: written when {@code write_interval_seconds} have passed since this bridge
      * last wrote it under the lock (at once the first time), else kept back as pending until then, or until just
-     * before the lock is freed ({@link #writePending}), whichever comes first. Without the lock, as {@link #setAll}.
+     * before the lock is freed ({@link #writePending}), whichever comes first. Without the lock, as {@link #writeAll}.
      * Answers whether it was kept back.
      */
     public boolean set(StoredState state) {
         String id = state.stateId();
         String token = lock.heldToken(id);
         if (token == null) {
-            setAll(List.of(state));
+            writeAll(List.of(state));
             return false;
         }
         Known last = known.get(id);
@@ -145,8 +168,29 @@ public final class StateStore {
         return false;
     }
 
-    /** Writes all states in one INSERT, with one version above every stored one of any of their ids. */
+    /**
+     * An import: writes all states in one INSERT, with one version above every stored one ({@link #insertAbove}),
+     * unless a live run of another process holds one of their ids; then writes none, naming the run (its next write
+     * would go above the imported state, or the import would land under it). Checked as the import starts.
+     */
     public int setAll(Collection<StoredState> states) {
+        Set<String> ids = new HashSet<>();
+        states.forEach(s -> ids.add(s.stateId()));
+        List<StateLock.LiveLease> running = lock.runs().stream()
+                .filter(l -> ids.contains(l.stateId()) && lock.heldToken(l.stateId()) == null).toList();
+        if (!running.isEmpty()) {
+            StateLock.LiveLease first = running.get(0);
+            Run.Holder run = Run.holder(first.token());
+            throw new BridgeException(ErrorCode.RUN_IN_PROGRESS, "Nothing was imported: state id '" + first.stateId()
+                    + "' is held by the run " + (run == null ? "of another process" : run.describe())
+                    + (running.size() > 1 ? " (and " + (running.size() - 1) + " more ids by live runs)" : "")
+                    + ". Import once the run has ended, or leave its state id out.");
+        }
+        return writeAll(states);
+    }
+
+    /** Writes all states in one INSERT, with one version above every stored one ({@link #insertAbove}). */
+    private int writeAll(Collection<StoredState> states) {
         Map<String, StoredState> byId = new LinkedHashMap<>();
         states.forEach(s -> byId.put(s.stateId(), s)); // for an id given twice the last one counts
         if (byId.isEmpty()) {
@@ -174,13 +218,18 @@ public final class StateStore {
         failedWrites.remove(state.stateId()); // written after all: nothing to say
     }
 
-    /** The newest version stored for some ids, and whether a row of the version {@code tried} is among theirs. */
+    /**
+     * The newest version stored in the scope of a write, and whether its rows are there: as many rows of the version
+     * tried as it has (a write of others in the same millisecond makes it try again above: a version more, none lost).
+     */
     private record Stored(long newest, boolean landed) {
     }
 
     /**
      * Inserts the states with one version, the later of the server's time and {@code newestKnown} + 1 ms, answering
-     * it. The server inserts the rows only if that version is above every one stored for their ids, and, with a lock
+     * it. The server inserts the rows only if that version is above every one stored in their scope — the id's
+     * versions for one state; every version in the table for more, so that the statement is the same size for
+     * 100,000 ids as for two (the ids travel only in the body) and the rows land all or none — and, with a lock
      * {@code token}, only if the lock is still this bridge's as the rows arrive ({@link StateLock#heldCondition}): a
      * write that was on its way while this bridge was paused or cut off, and lost its lock meanwhile, is dropped. Every
      * try under a lock is sent only while the lock is surely still this bridge's ({@link StateLock#requireOwn}).
@@ -191,7 +240,17 @@ public final class StateStore {
      * under a new claim, and the next try carries that one. Three refused tries are an error; nothing was written.
      */
     private long insertAbove(Collection<StoredState> states, long newestKnown, String token) {
-        String ids = states.stream().map(s -> Sql.literal(s.stateId())).collect(Collectors.joining(", "));
+        try {
+            return insertAboveStored(states, newestKnown, token);
+        } finally {
+            readAhead.forget(); // once the rows may be there
+        }
+    }
+
+    private long insertAboveStored(Collection<StoredState> states, long newestKnown, String token) {
+        String scope = states.size() == 1 ? " WHERE state_id = " + Sql.literal(states.iterator().next().stateId()) : "";
+        String what = states.size() == 1 ? "the state of " + Sql.literal(states.iterator().next().stateId())
+                : "the " + states.size() + " states";
         Supplier<String> target = () -> {
             String held = "";
             if (token != null) {
@@ -199,8 +258,7 @@ public final class StateStore {
                 held = " AND " + lock.heldCondition(token);
             }
             return tables.state + " " + COLUMNS + " SELECT * FROM input(" + Sql.literal(STRUCTURE) + ") WHERE "
-                    + "updated_at > (SELECT max(updated_at) FROM " + tables.state + " WHERE state_id IN (" + ids + "))"
-                    + held;
+                    + "updated_at > (SELECT max(updated_at) FROM " + tables.state + scope + ")" + held;
         };
         long version = Math.max(clock.nowMillis(), newestKnown + 1);
         for (int tries = 1; insert(states, version, target) == 0; tries++) {
@@ -209,13 +267,13 @@ public final class StateStore {
             }
             long tried = version;
             Stored stored = ch.queryOne("SELECT toUnixTimestamp64Milli(max(updated_at)), countIf(updated_at = "
-                    + "fromUnixTimestamp64Milli(" + tried + ")) FROM " + tables.state + " WHERE state_id IN (" + ids + ")"
-                    + deployment.readClause(), rs -> new Stored(rs.getLong(1), rs.getLong(2) > 0));
+                    + "fromUnixTimestamp64Milli(" + tried + ")) FROM " + tables.state + scope + deployment.readClause(),
+                    rs -> new Stored(rs.getLong(1), rs.getLong(2) == states.size()));
             if (stored.landed) {
                 break;
             }
             if (tries == 3) {
-                throw new BridgeException(ErrorCode.CLICKHOUSE, "ClickHouse refused the state of " + ids + " 3 times"
+                throw new BridgeException(ErrorCode.CLICKHOUSE, "ClickHouse refused " + what + " 3 times"
                         + (token == null ? "" : " although the lock reads as this bridge's") + " (newest stored version "
                         + Versions.format(stored.newest) + ", last tried " + Versions.format(tried) + "): nothing was "
                         + "written; the stored state is the one before. Run the command again.");
@@ -362,6 +420,14 @@ public final class StateStore {
      * the lock was not this bridge's: LOCK_LOST, naming who took it, and the state stays.
      */
     public void delete(String stateId) {
+        try {
+            deleteStored(stateId);
+        } finally {
+            readAhead.forget();
+        }
+    }
+
+    private void deleteStored(String stateId) {
         String token = lock.heldToken(stateId);
         writeAllPending();
         known.remove(stateId);
@@ -390,7 +456,11 @@ public final class StateStore {
         Long count = ch.queryOne("SELECT count() FROM " + tables.state + " FINAL" + deployment.readClause(),
                 rs -> rs.getLong(1));
         known.clear();
-        ch.execute("TRUNCATE TABLE " + tables.state);
+        try {
+            ch.execute("TRUNCATE TABLE " + tables.state);
+        } finally {
+            readAhead.forget();
+        }
         return count == null ? 0 : count;
     }
 

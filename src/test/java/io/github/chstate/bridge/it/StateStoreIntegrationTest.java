@@ -95,6 +95,36 @@ class StateStoreIntegrationTest {
     }
 
     @Test
+    void aSeriesOfUnlockedGetsAsMeltanoStateListSendsItIsAnsweredExactlyAcrossReadsAhead() throws Exception {
+        // 2,500 ids listed and got one by one: reads ahead of 1,000 rows or 4 MiB (three states of 1.5 MB cut one),
+        // ids without a state among them, and a write of this bridge seen by the very next get.
+        List<StoredState> states = new java.util.ArrayList<>();
+        String big = "x".repeat(1_500_000);
+        for (int i = 0; i < 2500; i++) {
+            if (i % 7 != 3) {
+                String value = i % 1000 == 500 ? big : String.valueOf(i);
+                states.add(new StoredState(String.format("ra:%04d", i), null, obj("{\"v\":\"" + value + "\"}")));
+            }
+        }
+        assertEquals(states.size(), bridge.setAll(states));
+        Map<String, StoredState> byId = new java.util.HashMap<>();
+        states.forEach(s -> byId.put(s.stateId(), s));
+        for (int i = 0; i < 2500; i++) {
+            String id = String.format("ra:%04d", i);
+            StoredState got = bridge.get(id);
+            if (byId.containsKey(id)) {
+                assertEquals(byId.get(id).completed(), got.completed(), id);
+            } else {
+                assertNull(got, id);
+            }
+            if (i == 1200) {
+                bridge.set("ra:1201", null, obj("{\"v\":\"new\"}"));
+                byId.put("ra:1201", new StoredState("ra:1201", null, obj("{\"v\":\"new\"}")));
+            }
+        }
+    }
+
+    @Test
     void aWriteLandsAboveAStoredVersionAheadOfTheServersClock() throws Exception {
         // Another writer's clock an hour ahead: the insert's own check refuses the first try, the query after it finds
         // the newer version, and the next try lands above it; with and without the lock.

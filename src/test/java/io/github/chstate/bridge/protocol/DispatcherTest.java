@@ -86,7 +86,8 @@ class DispatcherTest {
     }
 
     @Test
-    void requestsOfTheWrongShapeAreInvalidWithANullIdAndNoneEndsTheBridge() throws Exception {
+    void requestsOfTheWrongShapeAreInvalidAndNoneEndsTheBridge() throws Exception {
+        // No id that can be read: answered with a null id.
         for (String bad : new String[] {
                 "{\"jsonrpc\":\"2.0\",\"id\":true,\"method\":\"ping\"}",
                 "{\"jsonrpc\":\"2.0\",\"id\":false,\"method\":\"ping\"}",
@@ -94,16 +95,25 @@ class DispatcherTest {
                 "{\"jsonrpc\":\"2.0\",\"id\":{\"x\":1},\"method\":\"ping\"}",
                 "{\"jsonrpc\":\"2.0\",\"id\":[],\"method\":\"ping\"}",
                 "{\"jsonrpc\":\"2.0\",\"id\":[1],\"method\":\"ping\"}",
-                "{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"ping\",\"params\":\"x\"}",
-                "{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"ping\",\"params\":3}",
-                "{\"jsonrpc\":\"1.0\",\"id\":1,\"method\":\"ping\"}",
-                "{\"id\":1,\"method\":\"ping\"}",
-                "{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":5}",
                 "{\"jsonrpc\":\"2.0\",\"method\":1,\"params\":\"bar\"}"}) {
             JsonNode r = call(bad);
             assertError(r, ErrorCode.INVALID_REQUEST);
             assertTrue(r.get("id").isNull(), bad + " -> " + r);
             assertEquals("2.0", r.get("jsonrpc").asText());
+        }
+        // An id that can be read: answered with it, exactly as sent, as a client matches answers by id.
+        for (String[] bad : new String[][] {
+                {"1", "{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"ping\",\"params\":\"x\"}"},
+                {"12345678901234567890123", "{\"jsonrpc\":\"2.0\",\"id\":12345678901234567890123,\"method\":\"ping\",\"params\":3}"},
+                {"\"a\"", "{\"jsonrpc\":\"1.0\",\"id\":\"a\",\"method\":\"ping\"}"},
+                {"7", "{\"id\":7,\"method\":\"ping\"}"},
+                {"null", "{\"jsonrpc\":\"2.0\",\"id\":null,\"method\":5}"}}) {
+            java.io.ByteArrayOutputStream out = new java.io.ByteArrayOutputStream();
+            dispatcher.write(dispatcher.handle(bad[1].getBytes(StandardCharsets.UTF_8)), out);
+            String written = out.toString(StandardCharsets.UTF_8);
+            assertError(json.readTree(written), ErrorCode.INVALID_REQUEST);
+            assertTrue(written.contains("\"id\":" + bad[0] + "}") || written.contains("\"id\":" + bad[0] + ","),
+                    bad[1] + " -> " + written);
         }
         assertEquals("pong", call("{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"ping\"}").get("result").asText());
     }

@@ -135,8 +135,8 @@ class StdioServerTest {
                 {"{\"jsonrpc\":\"2.0\",\"id\":true,\"method\":\"ping\"}", "-32600"},
                 {"{\"jsonrpc\":\"2.0\",\"id\":{},\"method\":\"ping\"}", "-32600"},
                 {"{\"jsonrpc\":\"2.0\",\"id\":[1],\"method\":\"ping\"}", "-32600"},
-                {"{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"ping\",\"params\":\"s\"}", "-32600"},
-                {"{\"jsonrpc\":\"1.0\",\"id\":1,\"method\":\"ping\"}", "-32600"},
+                {"{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"ping\",\"params\":\"s\"}", "-32600 id 1"},
+                {"{\"jsonrpc\":\"1.0\",\"id\":\"b\",\"method\":\"ping\"}", "-32600 id \"b\""},
                 {"{\"jsonrpc\":\"2.0\",\"id\":null,\"method\":\"ping\"}", "id null: pong"},
                 {"{\"jsonrpc\":\"2.0\",\"method\":\"frobnicate\"}", null},
                 {"{\"jsonrpc\":\"2.0\",\"id\":12345678901234567890123,\"method\":\"ping\"}", "id 12345678901234567890123"},
@@ -158,9 +158,11 @@ class StdioServerTest {
             JsonNode response = json.readTree(line);
             assertEquals("2.0", response.get("jsonrpc").asText(), line);
             String want = expected.get(i);
-            if (want.startsWith("-")) {
-                assertEquals(Integer.parseInt(want), response.at("/error/code").asInt(), line);
-                assertTrue(response.get("id").isNull(), line);
+            if (want.startsWith("-")) { // an error; with the id when the request's can be read
+                String[] codeAndId = want.split(" id ");
+                assertEquals(Integer.parseInt(codeAndId[0]), response.at("/error/code").asInt(), line);
+                assertTrue(codeAndId.length == 1 ? response.get("id").isNull()
+                        : line.contains("\"id\":" + codeAndId[1] + ","), line);
             } else if (want.equals("id null: pong")) {
                 assertTrue(response.get("id").isNull() && response.get("result").asText().equals("pong"), line);
             } else {
