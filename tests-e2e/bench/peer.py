@@ -6,6 +6,10 @@ beside chDB's numpy and pandas its insert is ~5× slower. Standard library and c
 
     python peer.py URL fresh MB     one set + get in this new process: prints its milliseconds, from before the client
     python peer.py URL serve        per line "MB" on stdin, one set + get: prints its milliseconds
+    python peer.py URL import FILE  `meltano state import` of FILE as the add-on makes it (Meltano's set_all: one set per
+                                    state, one INSERT each): prints its seconds, from before the client
+    python peer.py URL export       `meltano state export` as the add-on makes it (its get_all: the ids, then one get
+                                    each): prints its seconds and the number of states
 """
 from __future__ import annotations
 
@@ -42,8 +46,33 @@ def connect(url: str):
                                          password=unquote(parts.password or ""), database=parts.path.strip("/"))
 
 
+def import_states(url: str, path: str) -> None:
+    states = json.loads(open(path).read())
+    client = connect(url)
+    for state_id, state in states.items():
+        client.insert("state", [[state_id, json.dumps(state["partial"]), json.dumps(state["completed"])]],
+                      column_names=["state_id", "partial_state", "completed_state"])
+
+
+def export_states(url: str) -> int:
+    client = connect(url)
+    ids = [row[0] for row in client.query("SELECT DISTINCT state_id FROM state FINAL").result_rows]
+    exported = {}
+    for state_id in ids:
+        rows = client.query("SELECT partial_state, completed_state FROM state FINAL WHERE state_id = {s:String} LIMIT 1",
+                            parameters={"s": state_id}).result_rows
+        exported[state_id] = {"partial": json.loads(rows[0][0] or "{}"), "completed": json.loads(rows[0][1] or "{}")}
+    json.dumps(exported)
+    return len(exported)
+
+
 def main():
     url, mode = sys.argv[1], sys.argv[2]
+    if mode in ("import", "export"):
+        t0 = time.perf_counter()
+        count = import_states(url, sys.argv[3]) if mode == "import" else export_states(url)
+        print(f"{time.perf_counter() - t0:.2f} {count or ''}".strip(), flush=True)
+        return
     if mode == "fresh":
         state = large_state(int(sys.argv[3]))
         t0 = time.perf_counter()

@@ -3,7 +3,8 @@
 # CLICKHOUSE_URL is set, and writes the table to tests-e2e/bench/results.md.  BENCH_N / BENCH_RUNS set sample sizes;
 # `run.sh java` measures only the Java runtimes (the system's and the [jre] extra's), without writing results.md.
 # `run.sh runs` only the 1,000-STATE `meltano run` rows (by lock, write interval, run lease, history), `run.sh large`
-# only the large-state rows, `run.sh costs` only memory, statements and latency, likewise.
+# only the large-state rows, `run.sh costs` only memory, statements and latency, `run.sh bulk` only `meltano state
+# import/export/list` of 1,000 / 10,000 / 100,000 states, likewise.
 set -euo pipefail
 repo="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
 cd "$repo"

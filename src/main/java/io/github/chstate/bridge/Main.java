@@ -33,7 +33,7 @@ public final class Main {
         warmUp.start();
 
         ObjectMapper json = Json.mapper();
-        BridgeService service = new BridgeService(json);
+        BridgeService service = new BridgeService(json, Clock.SYSTEM);
         try {
             new StdioServer(new FileInputStream(FileDescriptor.in), protocolOut,
                     new Dispatcher(json, service), service::shutdownRequested, Runtime.getRuntime().maxMemory() / 4).run();

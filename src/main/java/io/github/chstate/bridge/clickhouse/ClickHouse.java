@@ -74,8 +74,13 @@ public final class ClickHouse implements AutoCloseable {
     private final Clock clock;
 
     public ClickHouse(Settings settings) {
+        this(settings, Clock.SYSTEM);
+    }
+
+    /** {@code clock}: the bridge's one clock, which everything that uses this connection measures, waits and schedules with. */
+    public ClickHouse(Settings settings, Clock clock) {
         this.settings = settings;
-        this.clock = Clock.SYSTEM;
+        this.clock = clock;
         this.retry = new Retry(settings.retryBudget(), endpoint(), clock);
         Properties driver = new Properties();
         driver.setProperty("user", settings.user());
@@ -86,8 +91,6 @@ public final class ClickHouse implements AutoCloseable {
         driver.setProperty("retry", "0");
         // Reads must see every completed write: never let the server buffer our inserts.
         driver.setProperty("clickhouse_setting_async_insert", "0");
-        // A version read lists every id of a set_all (meltano state copy/move of many ids); the default limit is 256 KiB.
-        driver.setProperty("clickhouse_setting_max_query_size", String.valueOf(64L << 20));
         driver.setProperty(PURE_JAVA_LZ4, "true");
         if (settings.caCert() != null) {
             driver.setProperty("sslrootcert", settings.caCert());

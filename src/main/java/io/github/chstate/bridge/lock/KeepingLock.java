@@ -2,6 +2,7 @@ package io.github.chstate.bridge.lock;
 
 import io.github.chstate.bridge.clickhouse.ClickHouse;
 import io.github.chstate.bridge.clock.Clock;
+import io.github.chstate.bridge.clock.Timer;
 import io.github.chstate.bridge.error.BridgeException;
 import io.github.chstate.bridge.error.ErrorCode;
 import org.slf4j.Logger;
@@ -13,7 +14,6 @@ import java.util.List;
 import java.util.Map;
 import java.util.UUID;
 import java.util.concurrent.ConcurrentHashMap;
-import java.util.concurrent.ScheduledThreadPoolExecutor;
 import java.util.concurrent.TimeUnit;
 import java.util.concurrent.locks.ReentrantLock;
 import java.util.function.Consumer;
@@ -96,9 +96,9 @@ public abstract class KeepingLock implements StateLock {
     private final Map<String, Grant> held = new ConcurrentHashMap<>(); // plain, by token: acquired, not released
     private final Map<String, Grant> kept = new ConcurrentHashMap<>(); // plain, by state id: released by the caller only
     private final Map<String, Grant> leases = new ConcurrentHashMap<>(); // by state id
-    private final ScheduledThreadPoolExecutor timer = daemon("lock-timer");
-    private final ScheduledThreadPoolExecutor renewer = daemon("lease-renewer");
-    private final ScheduledThreadPoolExecutor watch = daemon("lease-watch");
+    private final Timer timer;
+    private final Timer renewer;
+    private final Timer watch;
     private volatile BeforeFree beforeFree = (stateId, token) -> { };
 
     protected KeepingLock(ClickHouse ch, LockTables tables, LeasePolicy policy) {
@@ -107,16 +107,9 @@ public abstract class KeepingLock implements StateLock {
         this.tables = tables;
         this.policy = policy;
         this.staleAfter = policy.staleAfter();
-    }
-
-    private static ScheduledThreadPoolExecutor daemon(String name) {
-        ScheduledThreadPoolExecutor executor = new ScheduledThreadPoolExecutor(1, r -> {
-            Thread t = new Thread(r, name);
-            t.setDaemon(true);
-            return t;
-        });
-        executor.setExecuteExistingDelayedTasksAfterShutdownPolicy(false); // close() frees what is kept itself
-        return executor;
+        this.timer = clock.timer("lock-timer");
+        this.renewer = clock.timer("lease-renewer");
+        this.watch = clock.timer("lease-watch");
     }
 
     @Override
@@ -327,10 +320,8 @@ public abstract class KeepingLock implements StateLock {
         if (lease.lost == null && !renewer.isShutdown()) {
             long confirmedAt = lease.confirmedAt;
             long now = clock.nanos();
-            renewer.schedule(() -> renewLease(lease), Math.max(0, policy.renewalDue(confirmedAt) - now),
-                    TimeUnit.NANOSECONDS);
-            watch.schedule(() -> sayIfLapsed(lease), Math.max(0, confirmedAt + staleAfter.toNanos() - now),
-                    TimeUnit.NANOSECONDS);
+            renewer.schedule(() -> renewLease(lease), policy.renewalDue(confirmedAt) - now);
+            watch.schedule(() -> sayIfLapsed(lease), confirmedAt + staleAfter.toNanos() - now);
         }
     }
 
@@ -521,7 +512,7 @@ public abstract class KeepingLock implements StateLock {
         held.remove(grant.token, grant);
         kept.put(grant.stateId, grant);
         if (!timer.isShutdown()) {
-            timer.schedule(() -> releaseKept(grant), d.toNanos(), TimeUnit.NANOSECONDS);
+            timer.schedule(() -> releaseKept(grant), d.toNanos());
         }
     }
 
@@ -545,8 +536,7 @@ public abstract class KeepingLock implements StateLock {
             } finally {
                 lease.writing.unlock();
             }
-            timer.schedule(() -> writeKeptBack(lease, release), LeasePolicy.KEPT_AFTER_RELEASE.toMillis(),
-                    TimeUnit.MILLISECONDS);
+            timer.schedule(() -> writeKeptBack(lease, release), LeasePolicy.KEPT_AFTER_RELEASE.toNanos());
             return;
         }
         Grant grant = held.remove(token);
@@ -577,8 +567,7 @@ public abstract class KeepingLock implements StateLock {
         } catch (BridgeException e) {
             log.warn("Could not write the newest state of '{}': {}", lease.stateId, e.getMessage());
             if (lease.lost == null && !timer.isShutdown()) {
-                timer.schedule(() -> writeKeptBack(lease, release), policy.writeAgainAfter().toNanos(),
-                        TimeUnit.NANOSECONDS);
+                timer.schedule(() -> writeKeptBack(lease, release), policy.writeAgainAfter().toNanos());
             }
         } finally {
             lease.writing.unlock();
@@ -593,12 +582,7 @@ public abstract class KeepingLock implements StateLock {
     public final void close() {
         renewer.shutdownNow();
         watch.shutdownNow();
-        timer.shutdown();
-        try {
-            timer.awaitTermination(staleAfter.toNanos(), TimeUnit.NANOSECONDS);
-        } catch (InterruptedException e) {
-            Thread.currentThread().interrupt();
-        }
+        timer.shutdown(staleAfter); // close() frees what is kept itself
         for (Grant grant : held.values()) {
             if (held.remove(grant.token, grant)) {
                 kept.put(grant.stateId, grant);

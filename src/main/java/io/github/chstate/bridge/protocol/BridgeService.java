@@ -3,6 +3,7 @@ package io.github.chstate.bridge.protocol;
 import com.fasterxml.jackson.databind.JsonNode;
 import com.fasterxml.jackson.databind.ObjectMapper;
 import io.github.chstate.bridge.clickhouse.ClickHouse;
+import io.github.chstate.bridge.clock.Clock;
 import io.github.chstate.bridge.config.Settings;
 import io.github.chstate.bridge.config.SettingsParser;
 import io.github.chstate.bridge.error.BridgeException;
@@ -47,10 +48,17 @@ public final class BridgeService implements BridgeApi, AutoCloseable {
     private StateHistory history;
     private StateLock lock;
     private volatile boolean shutdownRequested;
+    private final Clock clock;
 
 
     public BridgeService(ObjectMapper json) {
+        this(json, Clock.SYSTEM);
+    }
+
+    /** {@code clock}: the one clock of everything this bridge measures, waits for and schedules. */
+    public BridgeService(ObjectMapper json, Clock clock) {
         this.json = json;
+        this.clock = clock;
     }
 
     @Override
@@ -70,7 +78,7 @@ public final class BridgeService implements BridgeApi, AutoCloseable {
         }
         Settings parsed = SettingsParser.parse(raw);
         Run parsedRun = runInfo == null ? null : run(runInfo);
-        ClickHouse ch = new ClickHouse(parsed);
+        ClickHouse ch = new ClickHouse(parsed, clock);
         Tables tables = new Tables(parsed);
         Tables.Found found;
         try {
@@ -235,7 +243,7 @@ public final class BridgeService implements BridgeApi, AutoCloseable {
             throw invalid("check needs 'settings', an object of connection settings");
         }
         Settings parsed = SettingsParser.parse(raw);
-        try (ClickHouse ch = new ClickHouse(parsed)) {
+        try (ClickHouse ch = new ClickHouse(parsed, clock)) {
             return Checkup.run(parsed, ch);
         } catch (BridgeException e) {
             return List.of(Checkup.Line.failed(e));

@@ -79,6 +79,34 @@ class LeaseIntegrationTest {
     }
 
     @ParameterizedTest
+    @ValueSource(strings = {"claims", "keeper"})
+    void anImportOfAnIdALiveRunHoldsIsRefusedWholeNamingTheRun(String lock) throws Exception {
+        Map<String, Object> settings = settings(lock, 10, 1);
+        String held = "import-held-" + UUID.randomUUID();
+        String free = "import-free-" + UUID.randomUUID();
+        try (BridgeService running = new BridgeService(json); BridgeService importing = new BridgeService(json)) {
+            running.initialize(settings, run("a", 4242, false));
+            importing.initialize(settings);
+            update(running, held, 1);
+            BridgeException refused = assertThrows(BridgeException.class, () -> importing.setAll(List.of(
+                    new StoredState(free, null, StatePart.of("{\"n\":7}")),
+                    new StoredState(held, null, StatePart.of("{\"n\":7}")))));
+            assertEquals(ErrorCode.RUN_IN_PROGRESS, refused.code());
+            assertTrue(refused.getMessage().contains("Nothing was imported: state id '" + held + "' is held by the run "
+                    + "`meltano run tap target` (host runner-a, pid 4242)"), refused.getMessage());
+            assertEquals(-1, stored(importing, free));
+            update(running, held, 2);
+        }
+        try (BridgeService importing = new BridgeService(json)) { // the run ended: its lease was freed
+            importing.initialize(settings);
+            assertEquals(2, importing.setAll(List.of(new StoredState(free, null, StatePart.of("{\"n\":7}")),
+                    new StoredState(held, null, StatePart.of("{\"n\":7}")))));
+            assertEquals(7, stored(importing, held));
+            assertEquals(List.of(1L, 2L, 7L), history(settings, held));
+        }
+    }
+
+    @ParameterizedTest
     @CsvSource({"claims, 0", "claims, 1", "keeper, 0", "keeper, 1"})
     void aSecondRunIsRefusedAtOnceAndAStateCommandWaitsForTheRunThenNamesIt(String lock, int writeInterval)
             throws Exception {
