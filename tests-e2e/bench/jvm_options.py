@@ -4,8 +4,8 @@
 
 Each line of stdin is {"name": …, "java": path or null, "opts": "…"}; the options go after the shim's own
 (CLICKHOUSE_STATE_BRIDGE_JAVA_OPTS). For each, a fresh bridge (the second one: the first may write the class data
-archive) answers `initialize` + `get`, then 300 locked set + get of a 2 KB state, then five set + get of a 1 MB state;
-printed: the peak RSS (VmHWM, MB) after each phase, and each phase's seconds.
+archive) answers `initialize` + `get`, then 300 locked set + get of a 2 KB state, then five set + get of a 1 MB state,
+then five of a 10 MB state; printed: the peak RSS (VmHWM, MB) after each phase, and each phase's seconds.
 """
 import json
 import os
@@ -47,6 +47,12 @@ def measure(uri: str, schema: str) -> dict:
         client.call("set", {"state_id": "b", "partial": {}, "completed": dict(large, n=i)})
         client.call("get", {"state_id": "b"})
     out["mb1x5"], out["mb1x5_s"] = peak_mb(client.process.pid), round(time.perf_counter() - t0, 2)
+    huge = {"singer_state": {"bookmarks": {f"s{i}": {"v": "x" * 900, "i": i} for i in range(10_000)}}}
+    t0 = time.perf_counter()
+    for i in range(5):
+        client.call("set", {"state_id": "h", "partial": {}, "completed": dict(huge, n=i)})
+        client.call("get", {"state_id": "h"})
+    out["mb10x5"], out["mb10x5_s"] = peak_mb(client.process.pid), round(time.perf_counter() - t0, 2)
     client.call("shutdown")
     client.process.stop()
     return out

@@ -15,6 +15,7 @@ import java.util.Map;
 import java.util.UUID;
 import java.util.concurrent.ConcurrentHashMap;
 import java.util.concurrent.TimeUnit;
+import java.util.concurrent.atomic.AtomicReference;
 import java.util.concurrent.locks.ReentrantLock;
 import java.util.function.Consumer;
 import java.util.function.Supplier;
@@ -34,8 +35,16 @@ public abstract class KeepingLock implements StateLock {
     private static final Logger log = LoggerFactory.getLogger(KeepingLock.class);
 
     /**
-     * One granting of a lock or lease. Plain grants are replaced when kept and taken again, and compared by identity,
-     * so that the timer of an earlier keeping leaves a later one alone.
+     * Where a grant is in its life, one field changed by compare-and-set (as HikariCP's pool entries): a plain lock
+     * the caller holds, or released and kept by this bridge for a moment; a run's lease; gone (freed in the table,
+     * let go, or handed over to a newer grant of the same token).
+     */
+    enum State { HELD, KEPT, LEASED, FREED }
+
+    /**
+     * One granting of a lock or lease. A kept plain grant taken again is handed over to a new one of the same token
+     * (this one FREED), so that the timer of an earlier keeping leaves the later one alone. Background work moves a
+     * grant only while holding its {@code writing} lock; the request thread moves one it holds.
      */
     protected static final class Grant {
         final String stateId;
@@ -67,6 +76,7 @@ public abstract class KeepingLock implements StateLock {
         /** A lease: how many of the caller's acquires are not released yet, and how many releases there were. */
         int inUse;
         int releases;
+        final AtomicReference<State> state;
 
         Grant(String stateId, String token, Run run, long confirmedAt, boolean othersWaiting, long checkedAt) {
             this.stateId = stateId;
@@ -76,6 +86,15 @@ public abstract class KeepingLock implements StateLock {
             this.confirmedAt = confirmedAt;
             this.othersWaiting = othersWaiting;
             this.checkedAt = checkedAt;
+            this.state = new AtomicReference<>(run == null ? State.HELD : State.LEASED);
+        }
+
+        boolean is(State s) {
+            return state.get() == s;
+        }
+
+        boolean moveTo(State from, State to) {
+            return state.compareAndSet(from, to);
         }
 
         /** The same granting, handed to the caller again. */
@@ -91,11 +110,8 @@ public abstract class KeepingLock implements StateLock {
     protected final LockTables tables;
     protected final LeasePolicy policy;
     protected final Duration staleAfter;
-    /** Every grant not yet freed in the table (held, kept or leased), by token. */
+    /** Every grant not yet freed in the table (held, kept or leased), by token: its {@link State} says which. */
     private final Map<String, Grant> live = new ConcurrentHashMap<>();
-    private final Map<String, Grant> held = new ConcurrentHashMap<>(); // plain, by token: acquired, not released
-    private final Map<String, Grant> kept = new ConcurrentHashMap<>(); // plain, by state id: released by the caller only
-    private final Map<String, Grant> leases = new ConcurrentHashMap<>(); // by state id
     private final Timer timer;
     private final Timer renewer;
     private final Timer watch;
@@ -170,7 +186,7 @@ public abstract class KeepingLock implements StateLock {
      */
     @Override
     public final String acquire(String stateId, Duration retry, Duration wait) {
-        Grant lease = leases.get(stateId);
+        Grant lease = find(stateId, State.LEASED);
         if (lease != null) {
             lockWithin(lease.writing, stateId); // after a kept-back write under way
             try {
@@ -196,7 +212,7 @@ public abstract class KeepingLock implements StateLock {
                 // A held lock stays held, so asking again only tells whether someone waits since; a newcomer waits
                 // at most CHECK_QUEUE_AFTER longer for not being asked about.
                 if (start - keptGrant.checkedAt < LeasePolicy.CHECK_QUEUE_AFTER.toNanos()) {
-                    return grant(keptGrant.again(false, keptGrant.checkedAt));
+                    return handOver(keptGrant, keptGrant.again(false, keptGrant.checkedAt));
                 }
                 boolean nobody;
                 try {
@@ -206,7 +222,7 @@ public abstract class KeepingLock implements StateLock {
                     throw e;
                 }
                 if (nobody) {
-                    return grant(keptGrant.again(false, start));
+                    return handOver(keptGrant, keptGrant.again(false, start));
                 }
                 yielded = true; // let the one waiting go first
             }
@@ -215,18 +231,28 @@ public abstract class KeepingLock implements StateLock {
         return grant(take(stateId, () -> UUID.randomUUID().toString(), null, retry, wait, start, yielded, holder -> { }));
     }
 
+    /** The grant of the id in that state, if this bridge has one. */
+    private Grant find(String stateId, State state) {
+        for (Grant grant : live.values()) {
+            if (grant.stateId.equals(stateId) && grant.is(state)) {
+                return grant;
+            }
+        }
+        return null;
+    }
+
     /**
-     * Takes the id's kept grant out of {@link #kept}, after a free of it by the timer that is under way (its kept-back
+     * Takes the id's kept grant back (KEPT to HELD), after a free of it by the timer that is under way (its kept-back
      * write may take a while when ClickHouse or Keeper do not answer); null when there is none, or that free freed it.
      */
     private Grant takeKept(String stateId) {
-        Grant grant = kept.get(stateId);
+        Grant grant = find(stateId, State.KEPT);
         if (grant == null) {
             return null;
         }
         lockWithin(grant.writing, stateId);
         try {
-            return kept.remove(stateId, grant) ? grant : null;
+            return grant.moveTo(State.KEPT, State.HELD) ? grant : null;
         } finally {
             grant.writing.unlock();
         }
@@ -252,9 +278,14 @@ public abstract class KeepingLock implements StateLock {
     }
 
     private String grant(Grant grant) {
-        held.put(grant.token, grant);
         live.put(grant.token, grant);
         return grant.token;
+    }
+
+    /** The kept grant taken back goes on as {@code fresh}, the same lock in the table. */
+    private String handOver(Grant taken, Grant fresh) {
+        taken.state.set(State.FREED);
+        return grant(fresh);
     }
 
     /**
@@ -267,7 +298,7 @@ public abstract class KeepingLock implements StateLock {
      */
     @Override
     public final synchronized void lease(String stateId, Run run, Duration retry, Duration wait) {
-        if (leases.containsKey(stateId)) {
+        if (find(stateId, State.LEASED) != null) {
             return;
         }
         ch.within(wait, "lock_wait_seconds", () -> {
@@ -300,7 +331,6 @@ public abstract class KeepingLock implements StateLock {
             long left = ago == null ? 0 : staleAfter.minus(ago).toNanos();
             fenceUntil[0] = Math.max(fenceUntil[0], clock.nanos() + left);
         });
-        leases.put(stateId, lease);
         live.put(lease.token, lease);
         scheduleRenewal(lease);
         long wait0 = fenceUntil[0] - clock.nanos();
@@ -331,7 +361,7 @@ public abstract class KeepingLock implements StateLock {
      * renewals go on, and the next one that reaches the table says whether it was taken ({@link #confirm}).
      */
     private void renewLease(Grant lease) {
-        if (lease.lost != null || leases.get(lease.stateId) != lease) {
+        if (lease.lost != null || !lease.is(State.LEASED)) {
             return;
         }
         sayIfLapsed(lease);
@@ -358,7 +388,7 @@ public abstract class KeepingLock implements StateLock {
     /** Warns, once, when the lease went unconfirmed for staleAfter: from then on another run may take it. */
     private void sayIfLapsed(Grant lease) {
         synchronized (lease) { // the watch and the renewer
-            if (lease.lapseSaid || lease.lost != null || leases.get(lease.stateId) != lease
+            if (lease.lapseSaid || lease.lost != null || !lease.is(State.LEASED)
                     || !policy.lapsed(lease.confirmedAt, clock.nanos())) {
                 return;
             }
@@ -463,16 +493,11 @@ public abstract class KeepingLock implements StateLock {
 
     @Override
     public final String heldToken(String stateId) {
-        Grant lease = leases.get(stateId);
-        if (lease != null) {
-            return lease.token;
+        Grant grant = find(stateId, State.LEASED);
+        if (grant == null) {
+            grant = find(stateId, State.HELD);
         }
-        for (Grant grant : held.values()) {
-            if (grant.stateId.equals(stateId)) {
-                return grant.token;
-            }
-        }
-        return null;
+        return grant == null ? null : grant.token;
     }
 
     @Override
@@ -494,26 +519,31 @@ public abstract class KeepingLock implements StateLock {
                 written = true;
                 free(grant.stateId, grant.row);
             }
-            live.remove(grant.token, grant);
+            gone(grant);
         } catch (BridgeException e) {
             // Kept while it may still be ours: for what it kept back, or only to free it while it is not stale yet.
             boolean mayBeOurs = !written || !policy.lapsed(grant.confirmedAt, clock.nanos());
             if (grant.lost == null && grant.run == null && !timer.isShutdown() && mayBeOurs) {
                 keep(grant, policy.freeAgainAfter());
             } else {
-                live.remove(grant.token, grant); // a lease is let go at close; an unfreed lock goes stale
+                gone(grant); // a lease is let go at close; an unfreed lock goes stale
             }
             throw e;
         }
     }
 
-    /** Keeps the plain grant for this bridge to take again, and frees it (writing what it kept back) after {@code d}. */
+    private void gone(Grant grant) {
+        grant.state.set(State.FREED);
+        live.remove(grant.token, grant);
+    }
+
+    /**
+     * Keeps the plain grant for this bridge to take again, and frees it (writing what it kept back) after {@code d}.
+     * Called by whoever holds the grant: the request thread (HELD), or the timer freeing it (KEPT, under writing).
+     */
     private void keep(Grant grant, Duration d) {
-        held.remove(grant.token, grant);
-        kept.put(grant.stateId, grant);
-        if (!timer.isShutdown()) {
-            timer.schedule(() -> releaseKept(grant), d.toNanos());
-        }
+        grant.state.set(State.KEPT);
+        timer.schedule(() -> releaseKept(grant), d.toNanos());
     }
 
     /**
@@ -527,7 +557,7 @@ public abstract class KeepingLock implements StateLock {
     @Override
     public final void release(String token) {
         Grant lease = live.get(token);
-        if (lease != null && lease.run != null) {
+        if (lease != null && lease.is(State.LEASED)) {
             int release;
             lockWithin(lease.writing, lease.stateId);
             try {
@@ -539,16 +569,25 @@ public abstract class KeepingLock implements StateLock {
             timer.schedule(() -> writeKeptBack(lease, release), LeasePolicy.KEPT_AFTER_RELEASE.toNanos());
             return;
         }
-        Grant grant = held.remove(token);
-        if (grant == null) {
+        Grant grant = live.get(token);
+        if (grant == null || !grant.is(State.HELD)) {
             throw new BridgeException(ErrorCode.INVALID_PARAMS, "Unknown lock token: it was never granted by this "
                     + "bridge, or it was already released.");
         }
         if (grant.othersWaiting) {
-            freeGranted(grant);
+            lockWithin(grant.writing, grant.stateId); // an acquire of the id waits for this free, then finds it gone
+            try {
+                if (grant.moveTo(State.HELD, State.KEPT)) {
+                    freeGranted(grant);
+                }
+            } finally {
+                grant.writing.unlock();
+            }
             return;
         }
-        keep(grant, LeasePolicy.KEPT_AFTER_RELEASE);
+        if (grant.moveTo(State.HELD, State.KEPT)) {
+            keep(grant, LeasePolicy.KEPT_AFTER_RELEASE);
+        }
     }
 
     /**
@@ -558,7 +597,7 @@ public abstract class KeepingLock implements StateLock {
     private void writeKeptBack(Grant lease, int release) {
         lease.writing.lock();
         try {
-            if (lease.inUse == 0 && lease.releases == release && lease.lost == null) {
+            if (lease.inUse == 0 && lease.releases == release && lease.lost == null && lease.is(State.LEASED)) {
                 ch.within(policy.writeAgainAfter(), "a kept-back write's deadline (lock_timeout_seconds / 4)", () -> {
                     beforeFree.run(lease.stateId, lease.token);
                     return null;
@@ -583,15 +622,11 @@ public abstract class KeepingLock implements StateLock {
         renewer.shutdownNow();
         watch.shutdownNow();
         timer.shutdown(staleAfter); // close() frees what is kept itself
-        for (Grant grant : held.values()) {
-            if (held.remove(grant.token, grant)) {
-                kept.put(grant.stateId, grant);
-            }
-        }
-        kept.values().forEach(this::releaseKept);
-        for (Grant lease : leases.values()) {
-            if (leases.remove(lease.stateId, lease)) {
-                freeQuietly(lease);
+        for (Grant grant : live.values()) {
+            if (grant.moveTo(State.HELD, State.KEPT) || grant.is(State.KEPT)) {
+                releaseKept(grant);
+            } else if (grant.is(State.LEASED)) {
+                freeQuietly(grant);
             }
         }
     }
@@ -600,11 +635,8 @@ public abstract class KeepingLock implements StateLock {
     private void releaseKept(Grant grant) {
         grant.writing.lock();
         try {
-            if (kept.get(grant.stateId) == grant) {
+            if (grant.is(State.KEPT)) {
                 freeQuietly(grant);
-                if (!live.containsKey(grant.token)) {
-                    kept.remove(grant.stateId, grant);
-                }
             }
         } finally {
             grant.writing.unlock();

@@ -12,11 +12,11 @@ import java.util.function.Function;
 import java.util.function.Supplier;
 
 /**
- * Unlocked gets that come in a quick series — `meltano state list` gets every id it listed, one call each (Meltano's
- * StateService.list_state): 100,000 round trips to ClickHouse — are answered from one read of the ids that follow,
- * in the order the ids are listed. Only such a series reads ahead: a get more than {@link #SERIES} after the last one
- * reads its id alone. An answer read ahead is at most {@link #FRESH} old, and never older than a write this bridge made
- * (every write forgets what was read ahead). Gets under a lock never come here.
+ * `meltano state list` lists the ids, then gets each, one call per id (Meltano's StateService.list_state): 100,000 round
+ * trips to ClickHouse. Unlocked gets that follow a listing of this bridge, each within {@link #SERIES} of the one
+ * before, are answered from one read of the ids that follow, in the order the ids were listed. An answer read ahead is
+ * at most {@link #FRESH} old, and never older than a write this bridge made (every write ends the series). Any other
+ * get reads its id alone; gets under a lock never come here.
  */
 final class ReadAhead {
     static final int ROWS = 1000;
@@ -34,7 +34,9 @@ final class ReadAhead {
     private final Clock clock;
     private final Function<String, List<StoredState>> statesFrom;
     private Window window;
-    private long lastGetAt = Long.MIN_VALUE;
+    /** A listing started a series of gets, and the last of them (or the listing) was at {@link #lastAt}. */
+    private boolean series;
+    private long lastAt;
 
     /** {@code statesFrom}: the stored states of an id and of those after it, in order, as many as one read takes. */
     ReadAhead(Clock clock, Function<String, List<StoredState>> statesFrom) {
@@ -45,14 +47,15 @@ final class ReadAhead {
     /** The stored state of the id (null: none): read ahead, or by {@code single}, the read of that id alone. */
     synchronized StoredState get(String stateId, Supplier<StoredState> single) {
         long now = clock.nanos();
-        boolean series = now - lastGetAt < SERIES.toNanos();
-        lastGetAt = now;
+        series = series && now - lastAt < SERIES.toNanos();
+        lastAt = now;
+        if (!series) {
+            window = null;
+            return single.get();
+        }
         byte[] id = stateId.getBytes(StandardCharsets.UTF_8);
         if (window != null && now - window.readAt < FRESH.toNanos() && window.covers(id)) {
             return window.states.get(stateId);
-        }
-        if (!series) {
-            return single.get();
         }
         List<StoredState> states = statesFrom.apply(stateId);
         Map<String, StoredState> byId = new HashMap<>();
@@ -62,8 +65,16 @@ final class ReadAhead {
         return byId.get(stateId);
     }
 
-    /** After a write: nothing read before it is answered. */
+    /** The ids were listed: gets of them may follow. */
+    synchronized void listed() {
+        window = null;
+        series = true;
+        lastAt = clock.nanos();
+    }
+
+    /** After a write: nothing read before it is answered, and the series ends. */
     synchronized void forget() {
         window = null;
+        series = false;
     }
 }

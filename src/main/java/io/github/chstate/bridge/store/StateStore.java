@@ -139,8 +139,10 @@ public final class StateStore {
 
     public List<String> stateIds(String pattern) {
         writeAllPending();
-        return ch.query("SELECT state_id FROM " + tables.state + " FINAL" + matching(pattern) + " ORDER BY state_id"
+        List<String> ids = ch.query("SELECT state_id FROM " + tables.state + " FINAL" + matching(pattern) + " ORDER BY state_id"
                 + deployment.readClause(), rs -> rs.getString(1));
+        readAhead.listed();
+        return ids;
     }
 
     /**

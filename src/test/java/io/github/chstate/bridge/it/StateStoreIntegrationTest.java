@@ -97,7 +97,7 @@ class StateStoreIntegrationTest {
     @Test
     void aSeriesOfUnlockedGetsAsMeltanoStateListSendsItIsAnsweredExactlyAcrossReadsAhead() throws Exception {
         // 2,500 ids listed and got one by one: reads ahead of 1,000 rows or 4 MiB (three states of 1.5 MB cut one),
-        // ids without a state among them, and a write of this bridge seen by the very next get.
+        // ids without a state among them, and a write of this bridge seen by the very next get (listed again).
         List<StoredState> states = new java.util.ArrayList<>();
         String big = "x".repeat(1_500_000);
         for (int i = 0; i < 2500; i++) {
@@ -109,6 +109,7 @@ class StateStoreIntegrationTest {
         assertEquals(states.size(), bridge.setAll(states));
         Map<String, StoredState> byId = new java.util.HashMap<>();
         states.forEach(s -> byId.put(s.stateId(), s));
+        assertEquals(states.size(), bridge.getStateIds("ra:*").size());
         for (int i = 0; i < 2500; i++) {
             String id = String.format("ra:%04d", i);
             StoredState got = bridge.get(id);
@@ -120,6 +121,7 @@ class StateStoreIntegrationTest {
             if (i == 1200) {
                 bridge.set("ra:1201", null, obj("{\"v\":\"new\"}"));
                 byId.put("ra:1201", new StoredState("ra:1201", null, obj("{\"v\":\"new\"}")));
+                bridge.getStateIds("ra:*");
             }
         }
     }
