@@ -112,6 +112,24 @@ def test_an_insert_whose_answer_was_lost_is_stored_once(local_clickhouse, schema
 
 
 @pytest.mark.bridge_only
+def test_an_import_whose_answer_was_lost_is_stored_once(local_clickhouse, schema):
+    """set_all's one INSERT of 1,000 states ran but its answer was lost: the re-sent copy is refused by the version check
+    (above every version in the table), and the query after it finds all 1,000 rows there: one version each."""
+    with _manager(local_clickhouse, schema) as m:
+        m.set_all([MeltanoState(f"bulk:{i:04}", {}, {"n": 0}) for i in range(1000)])
+        endpoint = Endpoint(local_clickhouse.url_with_credentials)
+        before = local_clickhouse.stats()["statements"]
+        local_clickhouse.faults(lose_answer_next=1, lose_answer_matching="^INSERT")
+        assert m.set_all([MeltanoState(f"bulk:{i:04}", {}, {"n": i}) for i in range(1000)]) == 1000
+        sent = local_clickhouse.stats()["last_statements"][-(local_clickhouse.stats()["statements"] - before):]
+        assert [s.split()[0] for s in sent].count("INSERT") == 2, sent  # the first one's answer was lost
+        [counts] = endpoint.select(f"SELECT count() AS rows, uniqExact(state_id) AS ids, countIf(completed_state = "
+                                   f"'{{\"n\":7}}') AS of_7 FROM `{schema}`.state_history")
+        assert counts == {"rows": 2000, "ids": 1000, "of_7": 1}
+        assert m.get("bulk:0007").completed_state == {"n": 7}
+
+
+@pytest.mark.bridge_only
 def test_a_user_who_may_not_alter_the_table_still_works_and_is_told_what_an_admin_should_run(local_clickhouse, schema,
                                                                                               caplog):
     """A table an earlier bridge gave the deduplication window: the bridge takes it off when it opens the table. A

@@ -226,6 +226,7 @@ class SharedBridge:
                 logger.warning("The ClickHouse state bridge (pid %s) had exited (%s); starting a new one.",
                                self._client.process.pid, self._client.process.describe_exit())
                 self._remember_lost(self._client)
+                self._client.process.stop(timeout=1)  # its pipes closed now, not when collected (a broken pipe then)
             self._client = JsonRpcClient(early.adopt() or BridgeProcess())
             self._client.answer_within = answer_within(self._settings)
             try:

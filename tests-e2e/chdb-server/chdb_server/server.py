@@ -37,9 +37,10 @@ _ERROR_NAMES = {497: "ACCESS_DENIED", 516: "AUTHENTICATION_FAILED", 210: "NETWOR
 class Faults:
     """Switches for reliability tests, set through POST /__faults__ with a JSON object. The next queries: fail_next
     fail with fail_code; drop_next lose their connection before they run; lose_answer_next run, then lose their
-    connection before the answer (as when a network or proxy fails after the server got the query). Every query that
-    fail_matching (a regular expression, "" for none) finds in fails with fail_code, e.g. a statement the user may not
-    run."""
+    connection before the answer (as when a network or proxy fails after the server got the query); with
+    lose_answer_matching (a regular expression), only the next queries it finds in count for lose_answer_next. Every
+    query that fail_matching (a regular expression, "" for none) finds in fails with fail_code, e.g. a statement the
+    user may not run."""
 
     def __init__(self):
         self._lock = threading.Lock()
@@ -47,6 +48,7 @@ class Faults:
         self.fail_code = 210
         self.drop_next = 0
         self.lose_answer_next = 0
+        self.lose_answer_matching = ""
         self.fail_matching = ""
         self.latency_ms = 0
 
@@ -57,6 +59,7 @@ class Faults:
             self.drop_next = int(spec.get("drop_next", self.drop_next))
             self.lose_answer_next = int(spec.get("lose_answer_next", self.lose_answer_next))
             self.fail_matching = str(spec.get("fail_matching", self.fail_matching))
+            self.lose_answer_matching = str(spec.get("lose_answer_matching", self.lose_answer_matching))
             self.latency_ms = int(spec.get("latency_ms", self.latency_ms))
 
     def refusal(self, query: str) -> int | None:
@@ -64,13 +67,21 @@ class Faults:
         with self._lock:
             return self.fail_code if self.fail_matching and re.search(self.fail_matching, query) else None
 
+    def loses_answer(self, query: str) -> bool:
+        """Whether this query, which lose_answer_matching finds in, is one of the next lose_answer_next."""
+        with self._lock:
+            if self.lose_answer_next > 0 and self.lose_answer_matching and re.search(self.lose_answer_matching, query):
+                self.lose_answer_next -= 1
+                return True
+            return False
+
     def take(self):
         """What to do to the next query: None, "drop", "lose_answer" or an error code."""
         with self._lock:
             if self.drop_next > 0:
                 self.drop_next -= 1
                 return "drop"
-            if self.lose_answer_next > 0:
+            if self.lose_answer_next > 0 and not self.lose_answer_matching:
                 self.lose_answer_next -= 1
                 return "lose_answer"
             if self.fail_next > 0:
@@ -225,7 +236,9 @@ class Handler(BaseHTTPRequestHandler):
             body = _decode_body(body, self.headers.get("Content-Encoding"))
         if "query" in params:  # as a real server: the parameter, a line break, then the body
             body = params["query"].encode() + b"\n" + body
-        refused = self.server.faults.refusal(body.decode("utf-8", "replace"))
+        text = body.decode("utf-8", "replace")
+        answer = answer and not self.server.faults.loses_answer(text)
+        refused = self.server.faults.refusal(text)
         if refused is not None:
             raise ClickHouseError(refused, f"Code: {refused}. DB::Exception: Injected fault. "
                                            f"({_ERROR_NAMES.get(refused, 'INJECTED_FAULT')})")

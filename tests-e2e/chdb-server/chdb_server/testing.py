@@ -93,7 +93,8 @@ class LocalClickHouse(_Child):
         return self.start()
 
     def faults(self, **spec):
-        """fail_next=N, fail_code=C, drop_next=N, lose_answer_next=N, fail_matching=RE, latency_ms=MS: see chdb_server.server.Faults."""
+        """fail_next=N, fail_code=C, drop_next=N, lose_answer_next=N, lose_answer_matching=RE, fail_matching=RE,
+        latency_ms=MS: see chdb_server.server.Faults."""
         request = urllib.request.Request(self.url + "/__faults__", data=json.dumps(spec).encode(), method="POST")
         urllib.request.urlopen(request, timeout=10).read()
 

@@ -1,6 +1,7 @@
 package io.github.chstate.bridge.clock;
 
 import java.time.Duration;
+import java.util.concurrent.RejectedExecutionException;
 import java.util.concurrent.ScheduledThreadPoolExecutor;
 import java.util.concurrent.TimeUnit;
 
@@ -51,8 +52,10 @@ public interface Clock {
             return new Timer() {
                 @Override
                 public void schedule(Runnable task, long delayNanos) {
-                    if (!executor.isShutdown()) {
+                    try {
                         executor.schedule(task, Math.max(0, delayNanos), TimeUnit.NANOSECONDS);
+                    } catch (RejectedExecutionException e) {
+                        // shut down: nothing runs after that
                     }
                 }
 
