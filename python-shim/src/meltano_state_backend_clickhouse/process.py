@@ -229,8 +229,11 @@ class BridgeProcess:
         self.stdout.close()
         self._finish_archive()
 
-    def stop(self, timeout: float = 5.0):
-        """Closes stdin (the bridge exits on EOF); kills it if it has not exited in time."""
+    def stop(self, timeout: float | None = None):
+        """Closes stdin (the bridge exits on EOF); kills it if it has not exited in time: by default 5 s, or 30 s while
+        it writes the class data archive at exit (a few seconds on a busy machine, and lost if it is killed)."""
+        if timeout is None:
+            timeout = 30.0 if self._archive_dump is not None else 5.0
         try:
             self.stdin.close()
         except OSError:
