@@ -10,8 +10,8 @@
 #   the early start's (-m early_start) run on each with the newest Meltano (.venv-python-VERSION); an interpreter not
 #   found (pyenv's versions, /usr/bin, /usr/local/bin) is a failure.
 # The tests whose outcome depends on the Java runtime run once more with the Java of the [jre] extra alone
-# (.venv-jre), at the same time as the older Meltanos and the other Pythons; their virtualenvs are made while verify
-# runs.
+# (.venv-jre), at the same time as the older Meltanos, and the other Pythons after those; their virtualenvs are made
+# while verify runs.
 # docs/testing.md says which tests run on which axis, and why.
 set -uo pipefail
 repo="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -173,18 +173,19 @@ if [ -x "$jre/bin/meltano" ]; then
     "$jre/bin/python" -m pytest "${pytest_options[@]}" --basetemp "$work/pytest-jre" -m java_runtime \
     tests-e2e/test_meltano_e2e.py python-shim/tests
 fi
-for i in "${!pids[@]}"; do
-  wait "${pids[$i]}" || status=1
-done
+wait_all() {  # the suites started with background, each failure counted
+  for i in "${!pids[@]}"; do
+    wait "${pids[$i]}" || status=1
+  done
+  pids=()
+}
+wait_all
 # The other Pythons after those: five suites at once on two cores slowed the runs whose tests race a clock (a run
 # that must still be running when --force comes; a JVM writing its class archive at exit) past their bounds.
-pids=()
 for python in $pythons; do
   [ -x "$repo/.venv-python-$python/bin/meltano" ] && background "python-$python" python_suite "$repo/.venv-python-$python"
 done
-for i in "${!pids[@]}"; do
-  wait "${pids[$i]}" || status=1
-done
+wait_all
 took
 for name in "${names[@]}"; do
   case "$name" in

@@ -75,9 +75,8 @@ public final class Dispatcher {
                 : RequestShape.problem(request);
         if (problem != null) {
             ObjectNode response = errorResponse(ErrorCode.INVALID_REQUEST, "Invalid request: " + problem + ".");
-            JsonNode id = request == null ? null : request.get("id");
-            if (id != null && (id.isTextual() || MessageReader.isNumberId(id))) {
-                response.set("id", id); // a client matches answers by id
+            if (request != null && RequestShape.isId(request.get("id"))) {
+                response.set("id", request.get("id")); // a client matches answers by id
             }
             return response;
         }

@@ -27,9 +27,14 @@ final class RequestShape {
             return "\"params\" must be an object or an array";
         }
         JsonNode id = request.get("id");
-        if (id != null && !id.isTextual() && !id.isNull() && !MessageReader.isNumberId(id)) {
+        if (id != null && !id.isNull() && !isId(id)) {
             return "\"id\" must be a string, a number or null";
         }
         return null;
+    }
+
+    /** Whether {@code id} is a string or a number id (as {@link MessageReader} keeps one): an id a client can match. */
+    static boolean isId(JsonNode id) {
+        return id != null && (id.isTextual() || MessageReader.isNumberId(id));
     }
 }

@@ -24,7 +24,7 @@ public final class StdioServer {
      * A line longer than this is read into a buffer of its own, dropped after it: a 50 MB state is not kept. A message
      * and its answer this large together are followed by a full collection: Java 25's serial collector grows the old
      * generation rather than collect it as such states' arrays are promoted (five 10 MB set + get peaked at 395 MB RSS
-     * against 150 MB on Java 17; 152 MB with the collection, which takes ~20–30 ms beside the ~250 ms of such a call).
+     * against 150 MB on Java 17; 141 MB with the collection, which takes ~20–30 ms beside the ~250 ms of such a call).
      */
     private static final int KEPT_LINE_BYTES = 4 << 20;
     private final byte[] chunk = new byte[1 << 16];

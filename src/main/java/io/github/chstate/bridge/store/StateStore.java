@@ -250,9 +250,9 @@ public final class StateStore {
     }
 
     private long insertAboveStored(Collection<StoredState> states, long newestKnown, String token) {
-        String scope = states.size() == 1 ? " WHERE state_id = " + Sql.literal(states.iterator().next().stateId()) : "";
-        String what = states.size() == 1 ? "the state of " + Sql.literal(states.iterator().next().stateId())
-                : "the " + states.size() + " states";
+        String only = states.size() == 1 ? Sql.literal(states.iterator().next().stateId()) : null;
+        String scope = only == null ? "" : " WHERE state_id = " + only;
+        String what = only == null ? "the " + states.size() + " states" : "the state of " + only;
         Supplier<String> target = () -> {
             String held = "";
             if (token != null) {
