@@ -26,11 +26,13 @@ status=0
 timings=()
 step() { printf '\n=== %s\n' "$*"; step_name="$*"; step_start=$SECONDS; }
 took() { timings+=("$(printf '%5d s  %s' $((SECONDS - step_start)) "$step_name")"); }
-# Every pytest suite: verbose, its ten slowest tests listed, skip reasons shown (its temp files: --basetemp in $work)
-pytest_options=(-p no:cacheprovider --rootdir "$repo" --durations=10 -rs -v)
+# Every pytest suite: verbose, each test of 5 s or more listed with its time, failures and skip reasons summed up at its
+# end (its temp files: --basetemp in $work)
+pytest_options=(-p no:cacheprovider --rootdir "$repo" --durations=0 --durations-min=5 -rfEs -v)
 
 step "Java: ./mvnw package (unit tests and the jar; no ClickHouse given)"
-env -u CLICKHOUSE_URL -u CLICKHOUSE_KEEPER_URLS ./mvnw -B -ntp package || status=1
+env -u CLICKHOUSE_URL -u CLICKHOUSE_KEEPER_URLS ./mvnw -B -ntp package 2>&1 | tee "$work/package.log"
+[ "${PIPESTATUS[0]}" -eq 0 ] || status=1
 took
 
 step "Python environment ($venv) and the local ClickHouse server's package"
@@ -103,7 +105,8 @@ meltano_newest="$(grep '^meltano==' tests-e2e/requirements.txt)"
 preparing=$!
 
 step "Java: ./mvnw verify (integration tests; the other virtualenvs are made meanwhile)"
-./mvnw -B -ntp verify || status=1
+./mvnw -B -ntp verify 2>&1 | tee "$work/verify.log"
+[ "${PIPESTATUS[0]}" -eq 0 ] || status=1
 took
 
 step "Python shim: install into every virtualenv"
@@ -122,7 +125,9 @@ if grep -qx jre "$work/prepare-failed" 2>/dev/null || ! install_into "$jre" jre;
 fi
 
 step "pytest with Meltano ${meltano_newest#meltano==}: local ClickHouse server, shim, end to end"
-"$venv/bin/python" -m pytest "${pytest_options[@]}" --basetemp "$work/pytest-main" tests-e2e python-shim/tests || status=1
+"$venv/bin/python" -m pytest "${pytest_options[@]}" --basetemp "$work/pytest-main" tests-e2e python-shim/tests 2>&1 \
+  | tee "$work/main.log"
+[ "${PIPESTATUS[0]}" -eq 0 ] || status=1
 took
 
 # The other suites run at once, each into a log of its own that is printed whole when all are done: their tests wait
@@ -204,6 +209,13 @@ fi
 
 step "Left in the temp directory by the suites (should be nothing)"
 find "$TMPDIR" -mindepth 1 -maxdepth 1 -printf '%f\n' | head -20
+
+step "What failed (every suite's failed tests, from its log above)"
+for log in "$work"/*.log; do
+  # Maven's failed test classes and methods; pytest's short summary lines
+  grep -E '^\[ERROR\] (Tests run:.*FAIL|  [A-Za-z].*(:[0-9]+|»))|^(FAILED|ERROR) ' "$log" \
+    | sed "s|^|$(basename "$log" .log): |"
+done
 
 step "Result"
 printf '%s\n' "${timings[@]}"

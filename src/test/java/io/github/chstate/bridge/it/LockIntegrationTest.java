@@ -46,7 +46,7 @@ import static org.junit.jupiter.api.Assertions.assertTrue;
  */
 class LockIntegrationTest {
     private static final int PROCESSES = 8;
-    private static final int ROUNDS = 50;
+    private static final int ROUNDS = 20;
     private final ObjectMapper json = Json.mapper();
 
     /** One schema, on every server the lock kind runs on here. */
