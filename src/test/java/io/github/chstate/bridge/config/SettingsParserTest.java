@@ -6,6 +6,7 @@ import org.junit.jupiter.api.Test;
 
 import java.time.Duration;
 import java.util.HashMap;
+import java.util.List;
 import java.util.Map;
 
 import static org.junit.jupiter.api.Assertions.assertEquals;
@@ -102,6 +103,19 @@ class SettingsParserTest {
         BridgeException port = rejected("uri", "clickhouse://u:pw@h:eighty/db");
         assertTrue(port.getMessage().contains("port that is not a number: 'eighty'") && !port.getMessage().contains("pw"),
                 port.getMessage());
+    }
+
+    @Test
+    void everyBadValueIsNamedInOneErrorALineEach() {
+        BridgeException e = rejected("uri", "clickhouse://u@h/db", "port", "eighty", "secure", "maybe", "lock", "bogus",
+                "history_days", "forever", "write_interval_seconds", "x", "schema", "1st");
+        assertEquals(List.of("Setting 'secure' must be true or false, got 'maybe'",
+                "Setting 'port' must be a whole number, got 'eighty'",
+                "Setting 'schema' must be a plain ClickHouse identifier (letters, digits, underscore; not starting with a digit), got '1st'",
+                "Setting 'lock' must be one of [auto, keeper, claims], got 'bogus'",
+                "Setting 'history_days' must be a whole number, got 'forever'",
+                "Setting 'write_interval_seconds' must be a number of seconds, got 'x'"),
+                List.of(e.getMessage().split("\n")));
     }
 
     @Test
