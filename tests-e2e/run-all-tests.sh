@@ -134,8 +134,7 @@ took
 
 # The other suites run three at a time, each into a log of its own that is printed whole when all are done: their
 # tests wait on Meltano, the bridge and the servers more than they compute, and every test has its own schema and
-# folder. Not more: five at once on two cores slowed the runs whose tests race a clock (a run that must still be
-# running when --force comes; a JVM writing its class archive at exit) past their bounds.
+# folder. Not more: five at once on two cores slowed a JVM writing its class archive at exit past its bound.
 names=()
 background() {  # background NAME COMMAND…: runs COMMAND into $work/NAME.log once fewer than three run; its time and exit status after it
   local name="$1"

@@ -359,13 +359,19 @@ def test_a_second_run_of_a_pipeline_is_refused_while_the_first_runs(lock, instal
 
 def test_force_takes_the_state_id_over_and_the_displaced_run_writes_nothing_after(meltano, installed_project,
                                                                                   tmp_path):
-    first = Runner(meltano, installed_project, tmp_path / "first", (1, 400), record_delay_ms=40)
+    hold = tmp_path / "hold"  # the first run's tap waits after 10 records while this file exists
+    hold.touch()
+    first = Runner(meltano, installed_project, tmp_path / "first", (1, 40), pause_after=10, pause_while=str(hold))
     # The forced run has rows of its own above the first one's: its bookmarks tell the two runs' writes apart.
     second = Runner(meltano, installed_project, tmp_path / "second", (1001, 1005))
     displaced = first.start()
-    _wait_for_bookmark(meltano, displaced, 5)
-    forced = subprocess.run([meltano_project.meltano_executable(), "run", "--force", "tap-csvlite", "target-jsonlite"],
-                            cwd=second.root, env=second.env, text=True, capture_output=True, timeout=120)
+    try:
+        _wait_for_bookmark(meltano, displaced, 5)
+        forced = subprocess.run([meltano_project.meltano_executable(), "run", "--force", "tap-csvlite",
+                                 "target-jsonlite"], cwd=second.root, env=second.env, text=True, capture_output=True,
+                                timeout=120)
+    finally:
+        hold.unlink()  # the displaced run goes on: its next write finds the state id taken over
     forced_output = forced.stdout + forced.stderr
     assert forced.returncode == 0, forced_output
     assert "Taking the state id" in forced_output and f"pid {displaced.pid}" in forced_output, forced_output
@@ -381,7 +387,9 @@ def test_force_takes_the_state_id_over_and_the_displaced_run_writes_nothing_afte
 
 @pytest.mark.bridge_only
 def test_a_killed_run_holds_its_state_id_until_its_lease_is_stale(meltano, installed_project, tmp_path):
-    first = Runner(meltano, installed_project, tmp_path / "first", (1, 400), record_delay_ms=40)
+    hold = tmp_path / "hold"  # the first run's tap waits after 10 records while this file exists
+    hold.touch()
+    first = Runner(meltano, installed_project, tmp_path / "first", (1, 40), pause_after=10, pause_while=str(hold))
     second = Runner(meltano, installed_project, tmp_path / "second", (1, 3))
     killed = first.start()
     _wait_for_bookmark(meltano, killed, 5)
