@@ -10,8 +10,8 @@
 #   depends on Python's version (-m "python_runtime or early_start") run on each with the newest Meltano
 #   (.venv-python-VERSION); an interpreter not found (pyenv's versions, /usr/bin, /usr/local/bin) is a failure.
 # The tests whose outcome depends on the Java runtime run once more with the Java of the [jre] extra alone
-# (.venv-jre), at the same time as the older Meltanos, and the other Pythons after those; their virtualenvs are made
-# while verify runs.
+# (.venv-jre); these suites run three at a time after the newest Meltano's; their virtualenvs are made while verify
+# runs.
 # docs/testing.md says which tests run on which axis, and why.
 set -uo pipefail
 repo="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"

@@ -232,16 +232,17 @@ public final class SettingsParser {
         }
 
         Duration seconds(String key, double fallback, boolean zeroAllowed) {
+            Duration byDefault = Duration.ofMillis(Math.round(fallback * 1000));
             Object val = values.get(key);
             double s;
             try {
                 s = val == null ? fallback : val instanceof Number num ? num.doubleValue() : Double.parseDouble(val.toString().trim());
             } catch (NumberFormatException e) {
-                return problem(bad(key, "must be a number of seconds, got '" + val + "'"), Duration.ofMillis(Math.round(fallback * 1000)));
+                return problem(bad(key, "must be a number of seconds, got '" + val + "'"), byDefault);
             }
             if (!(s > 0 || zeroAllowed && s == 0) || s > 86_400) {
                 return problem(bad(key, "must be " + (zeroAllowed ? "0 or more" : "more than 0")
-                        + " and at most 86400 seconds, got " + val), Duration.ofMillis(Math.round(fallback * 1000)));
+                        + " and at most 86400 seconds, got " + val), byDefault);
             }
             return Duration.ofMillis(Math.round(s * 1000));
         }
