@@ -376,8 +376,9 @@ def test_force_takes_the_state_id_over_and_the_displaced_run_writes_nothing_afte
     assert forced.returncode == 0, forced_output
     assert "Taking the state id" in forced_output and f"pid {displaced.pid}" in forced_output, forced_output
     output, _ = displaced.communicate(timeout=240)
-    assert displaced.returncode != 0, output
     assert "was taken over by the run `meltano run --force tap-csvlite target-jsonlite`" in output, output
+    if MELTANO >= (4, 0):  # Meltano 3 logs a failed state write ("Unable to persist state") and its run goes on to 0
+        assert displaced.returncode != 0, output
     assert second.records() == [1001, 1002, 1003, 1004, 1005]
     history = _history(meltano)
     takeover = next(i for i, value in enumerate(history) if value > 1000)
