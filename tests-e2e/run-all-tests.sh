@@ -26,13 +26,20 @@ status=0
 timings=()
 step() { printf '\n=== %s\n' "$*"; step_name="$*"; step_start=$SECONDS; }
 took() { timings+=("$(printf '%5d s  %s' $((SECONDS - step_start)) "$step_name")"); }
+# logged NAME COMMAND…: runs COMMAND, its output shown and kept in $work/NAME.log (read by "What failed");
+# a failure counts
+logged() {
+  local name="$1"
+  shift
+  "$@" 2>&1 | tee "$work/$name.log"
+  [ "${PIPESTATUS[0]}" -eq 0 ] || status=1
+}
 # Every pytest suite: verbose, each test of 5 s or more listed with its time, failures and skip reasons summed up at its
 # end (its temp files: --basetemp in $work)
 pytest_options=(-p no:cacheprovider --rootdir "$repo" --durations=0 --durations-min=5 -rfEs -v)
 
 step "Java: ./mvnw package (unit tests and the jar; no ClickHouse given)"
-env -u CLICKHOUSE_URL -u CLICKHOUSE_KEEPER_URLS ./mvnw -B -ntp package 2>&1 | tee "$work/package.log"
-[ "${PIPESTATUS[0]}" -eq 0 ] || status=1
+logged package env -u CLICKHOUSE_URL -u CLICKHOUSE_KEEPER_URLS ./mvnw -B -ntp package
 took
 
 step "Python environment ($venv) and the local ClickHouse server's package"
@@ -105,8 +112,7 @@ meltano_newest="$(grep '^meltano==' tests-e2e/requirements.txt)"
 preparing=$!
 
 step "Java: ./mvnw verify (integration tests; the other virtualenvs are made meanwhile)"
-./mvnw -B -ntp verify 2>&1 | tee "$work/verify.log"
-[ "${PIPESTATUS[0]}" -eq 0 ] || status=1
+logged verify ./mvnw -B -ntp verify
 took
 
 step "Python shim: install into every virtualenv"
@@ -127,16 +133,17 @@ fi
 # Two tests at a time (pytest-xdist), each taken by whichever worker is free: one test keeps the two cores about 60 %
 # busy (it waits on Meltano, the bridge and the servers), and every test has its own schema and project folder.
 step "pytest with Meltano ${meltano_newest#meltano==}: local ClickHouse server, shim, end to end (two at a time)"
-"$venv/bin/python" -m pytest "${pytest_options[@]}" -n 2 --dist worksteal --basetemp "$work/pytest-main" \
-  tests-e2e python-shim/tests 2>&1 | tee "$work/main.log"
-[ "${PIPESTATUS[0]}" -eq 0 ] || status=1
+logged main "$venv/bin/python" -m pytest "${pytest_options[@]}" -n 2 --dist worksteal --basetemp "$work/pytest-main" \
+  tests-e2e python-shim/tests
 took
 
 # The other suites run three at a time, each into a log of its own that is printed whole when all are done: their
 # tests wait on Meltano, the bridge and the servers more than they compute, and every test has its own schema and
 # folder. Not more: five at once on two cores slowed a JVM writing its class archive at exit past its bound.
 names=()
-background() {  # background NAME COMMAND…: runs COMMAND into $work/NAME.log once fewer than three run; its time and exit status after it
+# background NAME COMMAND…: runs COMMAND into $work/NAME.log once fewer than three run; its time and exit status
+# after it
+background() {
   local name="$1"
   shift
   while [ "$(jobs -rp | wc -l)" -ge 3 ]; do wait -n; done
