@@ -1,6 +1,7 @@
 """The real `meltano` CLI with state in ClickHouse (CLICKHOUSE_URL or the local chDB server)."""
 from __future__ import annotations
 
+import contextlib
 import importlib.util
 import json
 import os
@@ -978,8 +979,9 @@ class _LiveRun:
     def bridge(self) -> int:
         """The pid of the bridge this run started (a child of meltano)."""
         for pid in self.bridges.running():
-            if int(pathlib.Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[1]) == self.process.pid:
-                return pid
+            with contextlib.suppress(OSError):  # a bridge that ended meanwhile
+                if int(pathlib.Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[1]) == self.process.pid:
+                    return pid
         raise AssertionError("the run has no bridge")
 
     def kill_the_rest(self):
