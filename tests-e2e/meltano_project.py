@@ -13,6 +13,8 @@ MELTANO_YML = """\
 default_environment: dev
 project_id: 00000000-0000-4000-8000-000000000001
 send_anonymous_usage_stats: false
+venv:
+  backend: uv
 environments:
 - name: dev
 plugins:
