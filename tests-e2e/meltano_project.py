@@ -14,7 +14,7 @@ default_environment: dev
 project_id: 00000000-0000-4000-8000-000000000001
 send_anonymous_usage_stats: false
 venv:
-  backend: uv
+  backend: uv  # every Meltano brings uv; 3.7's default, virtualenv + pip, took ~25 s to install the plugins, uv ~5 s
 environments:
 - name: dev
 plugins:
