@@ -647,6 +647,7 @@ def test_a_run_with_the_keeper_lock_on_the_second_of_two_servers(installed_proje
     assert meltano.query(f"SELECT state_id FROM `{meltano.schema}`.state_keeper_lock") == [{"state_id": STATE_ID}]
 
 
+@pytest.mark.bridge_only  # Meltano hands `lock` over as every setting (test_every_bad_setting_value_…)
 def test_the_lock_setting_is_honoured_and_checked(meltano):
     """lock: claims on a server without KeeperMap works; lock: keeper there fails and says what to configure."""
     state = '{"singer_state": {"bookmarks": {"s": {"id": 1}}}}'
